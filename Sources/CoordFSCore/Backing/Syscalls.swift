@@ -1,0 +1,229 @@
+import CSystemCalls
+import Glibc
+import SystemPackage
+
+/// Every system call coordfs makes on the backing directory goes through here: one typed
+/// wrapper per call, `Errno` as the error, `EINTR` retried where the call may be restarted.
+///
+/// Keeping them in one place makes failure paths reviewable (and fakeable) without a mount.
+public enum Syscall {
+    @inline(__always)
+    public static func check(_ result: Int32) throws(Errno) -> Int32 {
+        if result < 0 { throw Errno.current }
+        return result
+    }
+
+    @inline(__always)
+    public static func check(_ result: Int) throws(Errno) -> Int {
+        if result < 0 { throw Errno.current }
+        return result
+    }
+
+    /// Repeats a call interrupted by a signal before it did anything.
+    @inline(__always)
+    @usableFromInline
+    static func retrying(_ body: () -> Int32) throws(Errno) -> Int32 {
+        while true {
+            let result = body()
+            if result >= 0 { return result }
+            let error = Errno.current
+            if error != .interrupted { throw error }
+        }
+    }
+
+    @inline(__always)
+    @usableFromInline
+    static func retrying(_ body: () -> Int) throws(Errno) -> Int {
+        while true {
+            let result = body()
+            if result >= 0 { return result }
+            let error = Errno.current
+            if error != .interrupted { throw error }
+        }
+    }
+
+    // MARK: Opening and closing
+
+    public static func openAt(_ directory: Int32, _ name: UnsafePointer<CChar>, _ flags: Int32, _ mode: mode_t = 0) throws(Errno) -> OwnedDescriptor {
+        let fd = try retrying { Glibc.openat(directory, name, flags | O_CLOEXEC, mode) }
+        return OwnedDescriptor(adopting: fd)
+    }
+
+    public static func openAt(_ directory: Int32, _ name: String, _ flags: Int32, _ mode: mode_t = 0) throws(Errno) -> OwnedDescriptor {
+        let fd = try retrying { name.withCString { Glibc.openat(directory, $0, flags | O_CLOEXEC, mode) } }
+        return OwnedDescriptor(adopting: fd)
+    }
+
+    // MARK: Metadata
+
+    public static func stat(_ fd: Int32) throws(Errno) -> stat {
+        var status = Glibc.stat()
+        _ = try check(Glibc.fstat(fd, &status))
+        return status
+    }
+
+    /// `fstatat` without following a final symlink; an empty name stats `directory` itself.
+    public static func stat(at directory: Int32, _ name: UnsafePointer<CChar>) throws(Errno) -> stat {
+        var status = Glibc.stat()
+        let flags = AT_SYMLINK_NOFOLLOW | (name.pointee == 0 ? Linux.AT_EMPTY_PATH : 0)
+        _ = try check(Glibc.fstatat(directory, name, &status, flags))
+        return status
+    }
+
+    public static func statOfPathDescriptor(_ fd: Int32) throws(Errno) -> stat {
+        var status = Glibc.stat()
+        _ = try check(Glibc.fstatat(fd, "", &status, Linux.AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW))
+        return status
+    }
+
+    public static func statfs(_ fd: Int32) throws(Errno) -> statvfs {
+        var result = statvfs()
+        _ = try check(Glibc.fstatvfs(fd, &result))
+        return result
+    }
+
+    public static func changeMode(_ fd: Int32, _ mode: mode_t) throws(Errno) {
+        _ = try check(Glibc.fchmod(fd, mode))
+    }
+
+    /// `fchmodat` on a path; used for objects reached through `/proc/self/fd`.
+    public static func changeMode(at directory: Int32, _ name: UnsafePointer<CChar>, _ mode: mode_t) throws(Errno) {
+        _ = try check(Glibc.fchmodat(directory, name, mode, 0))
+    }
+
+    public static func changeOwner(at directory: Int32, _ name: UnsafePointer<CChar>, _ uid: uid_t, _ gid: gid_t, flags: Int32) throws(Errno) {
+        _ = try check(Glibc.fchownat(directory, name, uid, gid, flags))
+    }
+
+    public static func changeOwner(_ fd: Int32, _ uid: uid_t, _ gid: gid_t) throws(Errno) {
+        _ = try check(Glibc.fchown(fd, uid, gid))
+    }
+
+    public static func truncate(_ fd: Int32, _ length: off_t) throws(Errno) {
+        _ = try retrying { Glibc.ftruncate(fd, length) }
+    }
+
+    public static func setTimes(at directory: Int32, _ name: UnsafePointer<CChar>, _ times: (timespec, timespec), flags: Int32) throws(Errno) {
+        var times = times
+        let result = withUnsafePointer(to: &times) { pointer in
+            pointer.withMemoryRebound(to: timespec.self, capacity: 2) { Glibc.utimensat(directory, name, $0, flags) }
+        }
+        _ = try check(result)
+    }
+
+    public static func setTimes(_ fd: Int32, _ times: (timespec, timespec)) throws(Errno) {
+        var times = times
+        let result = withUnsafePointer(to: &times) { pointer in
+            pointer.withMemoryRebound(to: timespec.self, capacity: 2) { Glibc.futimens(fd, $0) }
+        }
+        _ = try check(result)
+    }
+
+    public static func access(at directory: Int32, _ name: UnsafePointer<CChar>, _ mode: Int32, flags: Int32) throws(Errno) {
+        _ = try check(Glibc.faccessat(directory, name, mode, flags))
+    }
+
+    // MARK: Namespace changes
+
+    public static func makeDirectory(at directory: Int32, _ name: UnsafePointer<CChar>, _ mode: mode_t) throws(Errno) {
+        _ = try check(Glibc.mkdirat(directory, name, mode))
+    }
+
+    public static func makeNode(at directory: Int32, _ name: UnsafePointer<CChar>, _ mode: mode_t, _ device: dev_t) throws(Errno) {
+        _ = try check(Glibc.mknodat(directory, name, mode, device))
+    }
+
+    public static func makeSymlink(target: UnsafePointer<CChar>, at directory: Int32, _ name: UnsafePointer<CChar>) throws(Errno) {
+        _ = try check(Glibc.symlinkat(target, directory, name))
+    }
+
+    public static func link(_ sourceDirectory: Int32, _ sourceName: UnsafePointer<CChar>, to directory: Int32, _ name: UnsafePointer<CChar>, flags: Int32) throws(Errno) {
+        _ = try check(Glibc.linkat(sourceDirectory, sourceName, directory, name, flags))
+    }
+
+    public static func unlink(at directory: Int32, _ name: UnsafePointer<CChar>, flags: Int32) throws(Errno) {
+        _ = try check(Glibc.unlinkat(directory, name, flags))
+    }
+
+    public static func rename(_ sourceDirectory: Int32, _ sourceName: UnsafePointer<CChar>, to directory: Int32, _ name: UnsafePointer<CChar>, flags: UInt32) throws(Errno) {
+        _ = try check(csys_renameat2(sourceDirectory, sourceName, directory, name, flags))
+    }
+
+    public static func readLink(at directory: Int32, _ name: UnsafePointer<CChar>) throws(Errno) -> [CChar] {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = try check(buffer.withUnsafeMutableBufferPointer { Glibc.readlinkat(directory, name, $0.baseAddress!, $0.count) })
+        if count >= buffer.count { throw Errno.fileNameTooLong }
+        buffer[count] = 0
+        buffer.removeSubrange((count + 1)...)
+        return buffer
+    }
+
+    // MARK: Data
+
+    public static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: off_t) throws(Errno) -> Int {
+        try retrying { Glibc.pread(fd, buffer.baseAddress, buffer.count, offset) }
+    }
+
+    public static func write(_ fd: Int32, from buffer: UnsafeRawBufferPointer, at offset: off_t) throws(Errno) -> Int {
+        try retrying { Glibc.pwrite(fd, buffer.baseAddress, buffer.count, offset) }
+    }
+
+    public static func synchronize(_ fd: Int32, dataOnly: Bool) throws(Errno) {
+        _ = try retrying { dataOnly ? Glibc.fdatasync(fd) : Glibc.fsync(fd) }
+    }
+
+    public static func allocate(_ fd: Int32, mode: Int32, offset: off_t, length: off_t) throws(Errno) {
+        _ = try retrying { csys_fallocate(fd, mode, offset, length) }
+    }
+
+    public static func copyRange(from source: Int32, at sourceOffset: off_t, to destination: Int32, at destinationOffset: off_t, length: Int, flags: UInt32) throws(Errno) -> Int {
+        var sourceOffset = sourceOffset
+        var destinationOffset = destinationOffset
+        return try retrying { csys_copy_file_range(source, &sourceOffset, destination, &destinationOffset, length, flags) }
+    }
+
+    public static func seek(_ fd: Int32, _ offset: off_t, whence: Int32) throws(Errno) -> off_t {
+        let result = Glibc.lseek(fd, offset, whence)
+        if result < 0 { throw Errno.current }
+        return result
+    }
+
+    // MARK: Extended attributes (on paths: O_PATH descriptors cannot carry them)
+
+    public static func getExtendedAttribute(_ path: UnsafePointer<CChar>, _ name: UnsafePointer<CChar>, into buffer: UnsafeMutableRawBufferPointer, followLinks: Bool) throws(Errno) -> Int {
+        try check(csys_getxattr(path, name, buffer.baseAddress, buffer.count, followLinks ? 1 : 0))
+    }
+
+    public static func setExtendedAttribute(_ path: UnsafePointer<CChar>, _ name: UnsafePointer<CChar>, _ value: UnsafeRawBufferPointer, flags: Int32, followLinks: Bool) throws(Errno) {
+        _ = try check(csys_setxattr(path, name, value.baseAddress, value.count, flags, followLinks ? 1 : 0))
+    }
+
+    public static func listExtendedAttributes(_ path: UnsafePointer<CChar>, into buffer: UnsafeMutableRawBufferPointer, followLinks: Bool) throws(Errno) -> Int {
+        let base = buffer.baseAddress?.assumingMemoryBound(to: CChar.self)
+        return try check(csys_listxattr(path, base, buffer.count, followLinks ? 1 : 0))
+    }
+
+    public static func removeExtendedAttribute(_ path: UnsafePointer<CChar>, _ name: UnsafePointer<CChar>, followLinks: Bool) throws(Errno) {
+        _ = try check(csys_removexattr(path, name, followLinks ? 1 : 0))
+    }
+
+    // MARK: Directories
+
+    /// Opens a directory stream on a fresh descriptor for `directory` (so each stream has its own offset).
+    public static func openDirectoryStream(_ directory: Int32) throws(Errno) -> OpaquePointer {
+        let fd = try openAt(directory, ".", O_RDONLY | O_DIRECTORY)
+        guard let stream = Glibc.fdopendir(fd.raw) else { throw Errno.current }
+        _ = fd.release() // the stream owns it now
+        return stream
+    }
+
+    // MARK: Process
+
+    /// Raises the soft descriptor limit to the hard one: every node the kernel remembers holds one.
+    public static func raiseDescriptorLimit() {
+        var limit = rlimit()
+        guard Glibc.getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = Glibc.setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
+}

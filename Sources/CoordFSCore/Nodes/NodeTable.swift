@@ -1,0 +1,171 @@
+import Glibc
+import Synchronization
+import SystemPackage
+
+/// One backing object the kernel knows by a node id: a file, directory, symlink or special file.
+///
+/// The node holds an `O_PATH` descriptor of the backing object, so it stays reachable when it
+/// is renamed or unlinked while open, and operations on it never rebuild a path string.
+/// Sendable: `id`, `identity`, `fileType` and the descriptor never change; the rest is guarded
+/// by the owning `NodeTable`'s lock and only read or written inside it.
+public final class Node: @unchecked Sendable {
+    public let id: UInt64
+    public let identity: FileIdentity
+    /// `st_mode & S_IFMT` of the backing object; a node never changes type.
+    public let fileType: mode_t
+    /// `O_PATH | O_NOFOLLOW` descriptor of the backing object.
+    public let descriptor: OwnedDescriptor
+
+    // Guarded by NodeTable.state.
+    fileprivate var lookupCount: UInt64
+    fileprivate var parent: Node?
+    fileprivate var name: String
+    fileprivate var isUnlinked = false
+
+    fileprivate init(id: UInt64, identity: FileIdentity, fileType: mode_t, descriptor: consuming OwnedDescriptor, parent: Node?, name: String, lookupCount: UInt64) {
+        self.id = id
+        self.identity = identity
+        self.fileType = fileType
+        self.descriptor = descriptor
+        self.parent = parent
+        self.name = name
+        self.lookupCount = lookupCount
+    }
+
+    public var isDirectory: Bool { fileType == S_IFDIR }
+    public var isSymlink: Bool { fileType == S_IFLNK }
+}
+
+/// Maps the node ids the kernel holds to backing objects and their place in the tree.
+///
+/// Invariants, all kept under one lock:
+/// - a node lives while the kernel holds a lookup on it (the root always lives);
+/// - one node per backing identity, so hard links share a node as they share an inode;
+/// - each node knows one parent and name (the one it was last reached by), from which its
+///   mount path is derived for the claim table.
+public final class NodeTable: Sendable {
+    /// The kernel's id for the mount's root directory.
+    public static let rootID: UInt64 = 1
+
+    private struct State {
+        var byID: [UInt64: Node] = [:]
+        var byIdentity: [FileIdentity: Node] = [:]
+        var nextID: UInt64 = NodeTable.rootID + 1
+    }
+
+    public let root: Node
+    /// Guards every node's lookup count, parent, name and unlinked flag, and both maps.
+    private let state: Mutex<State>
+
+    /// Creates the table around the backing root, given as an `O_PATH` descriptor.
+    public init(root descriptor: consuming OwnedDescriptor) throws(Errno) {
+        let status = try Syscall.statOfPathDescriptor(descriptor.raw)
+        let root = Node(id: NodeTable.rootID, identity: FileIdentity(status), fileType: status.st_mode & S_IFMT,
+                        descriptor: descriptor, parent: nil, name: "", lookupCount: 1)
+        self.root = root
+        var initial = State()
+        initial.byID[root.id] = root
+        initial.byIdentity[root.identity] = root
+        self.state = Mutex(initial)
+    }
+
+    public func node(_ id: UInt64) -> Node? {
+        state.withLock { $0.byID[id] }
+    }
+
+    public var count: Int {
+        state.withLock { $0.byID.count }
+    }
+
+    /// Returns the live node for `identity` after counting one more kernel lookup of it by
+    /// `parent`/`name`, or nil when no node has that identity yet.
+    public func lookUpExisting(_ identity: FileIdentity, parent: Node, name: String) -> Node? {
+        state.withLock { state in
+            guard let node = state.byIdentity[identity] else { return nil }
+            Self.countLookup(node, parent: parent, name: name)
+            return node
+        }
+    }
+
+    /// Records a kernel lookup of the object behind `descriptor`, reached as `parent`/`name`.
+    /// When another thread registered the same identity first, that node wins and `descriptor` is closed.
+    public func lookUp(_ status: stat, descriptor: consuming OwnedDescriptor, parent: Node, name: String) -> Node {
+        let identity = FileIdentity(status)
+        // Taken inside the lock when a new node needs it; otherwise closed on return, outside the lock.
+        var incoming: OwnedDescriptor? = consume descriptor
+        return state.withLock { state in
+            if let existing = state.byIdentity[identity] {
+                Self.countLookup(existing, parent: parent, name: name)
+                return existing
+            }
+            let node = Node(id: state.nextID, identity: identity, fileType: status.st_mode & S_IFMT,
+                            descriptor: incoming.take()!, parent: parent, name: name, lookupCount: 1)
+            state.nextID += 1
+            state.byID[node.id] = node
+            state.byIdentity[identity] = node
+            return node
+        }
+    }
+
+    private static func countLookup(_ node: Node, parent: Node, name: String) {
+        node.lookupCount += 1
+        if node.id != NodeTable.rootID {
+            node.parent = parent
+            node.name = name
+            node.isUnlinked = false
+        }
+    }
+
+    /// Drops `count` kernel lookups; the node goes once none are left (its descriptor closes).
+    public func forget(_ id: UInt64, count: UInt64) {
+        let dropped: Node? = state.withLock { state in
+            guard id != NodeTable.rootID, let node = state.byID[id] else { return nil }
+            node.lookupCount = node.lookupCount > count ? node.lookupCount - count : 0
+            guard node.lookupCount == 0 else { return nil }
+            state.byID[id] = nil
+            if state.byIdentity[node.identity] === node { state.byIdentity[node.identity] = nil }
+            node.parent = nil
+            return node
+        }
+        _ = dropped // released (and its descriptor closed) outside the lock
+    }
+
+    /// Notes that `identity` now lives at `parent`/`name` (after a rename through the mount).
+    public func moved(_ identity: FileIdentity, to parent: Node, name: String) {
+        state.withLock { state in
+            guard let node = state.byIdentity[identity], node.id != NodeTable.rootID else { return }
+            node.parent = parent
+            node.name = name
+            node.isUnlinked = false
+        }
+    }
+
+    /// Notes that the name `parent`/`name` of `identity` is gone; when it was the node's own
+    /// name and no other names remain, the node is marked unlinked (it lives on while open).
+    public func removedName(_ identity: FileIdentity, parent: Node, name: String, remainingLinks: UInt64) {
+        state.withLock { state in
+            guard let node = state.byIdentity[identity], node.parent === parent, node.name == name else { return }
+            if remainingLinks == 0 { node.isUnlinked = true }
+        }
+    }
+
+    /// The node's path from the mount root, or nil once it is unlinked.
+    public func path(of node: Node) -> MountPath? {
+        state.withLock { _ in
+            var components: [String] = []
+            var current: Node? = node
+            while let step = current, step.id != NodeTable.rootID {
+                if step.isUnlinked { return nil }
+                components.append(step.name)
+                current = step.parent
+                if current == nil { return nil }
+            }
+            return MountPath(components: components.reversed())
+        }
+    }
+
+    /// The kernel's lookup count of a node (for tests and status).
+    public func lookupCount(of id: UInt64) -> UInt64? {
+        state.withLock { $0.byID[id]?.lookupCount }
+    }
+}

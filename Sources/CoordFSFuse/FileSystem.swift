@@ -1,0 +1,148 @@
+import CFuse
+import Glibc
+import Logging
+import CoordFSCore
+import SystemPackage
+
+/// The state every FUSE operation shares: the node table, the options, the descriptors of
+/// the backing. One instance per mount, reached from a request through libfuse's userdata.
+///
+/// Sendable: everything here is immutable after init except the node table and the open
+/// handles, which guard their own state.
+public final class FileSystem: Sendable {
+    public let nodes: NodeTable
+    public let options: MountOptions
+    let logger: Logger
+    /// `O_PATH` descriptor of `/proc/self/fd`: opening "N" there reopens our descriptor N with new flags.
+    let processDescriptors: OwnedDescriptor
+    /// Whether the daemon may give created objects to their callers (it runs as root).
+    let canChangeOwners: Bool
+
+    public init(backing: String, options: MountOptions, logger: Logger) throws(Errno) {
+        let root = try Syscall.openAt(AT_FDCWD, backing, Linux.O_PATH | O_DIRECTORY)
+        self.nodes = try NodeTable(root: root)
+        self.processDescriptors = try Syscall.openAt(AT_FDCWD, "/proc/self/fd", Linux.O_PATH | O_DIRECTORY)
+        self.options = options
+        self.logger = logger
+        self.canChangeOwners = geteuid() == 0
+    }
+
+    static func from(_ request: fuse_req_t) -> FileSystem {
+        Unmanaged<FileSystem>.fromOpaque(fuse_req_userdata(request)).takeUnretainedValue()
+    }
+
+    // MARK: Nodes
+
+    /// Node for a kernel id; a stale id (never expected from a correct kernel) is ESTALE.
+    @inline(__always)
+    func node(_ id: fuse_ino_t) throws(Errno) -> Node {
+        guard let node = nodes.node(UInt64(id)) else { throw Errno.staleNFSFileHandle }
+        return node
+    }
+
+    /// Looks `name` up in `parent` and counts one kernel lookup of the result.
+    func lookUp(_ parent: Node, _ name: UnsafePointer<CChar>) throws(Errno) -> fuse_entry_param {
+        let nameString = String(cString: name)
+        let status = try Syscall.stat(at: parent.descriptor.raw, name)
+        if let existing = nodes.lookUpExisting(FileIdentity(status), parent: parent, name: nameString) {
+            return entry(existing, status)
+        }
+        let descriptor = try Syscall.openAt(parent.descriptor.raw, name, Linux.O_PATH | O_NOFOLLOW)
+        let openedStatus = try Syscall.statOfPathDescriptor(descriptor.raw)
+        let node = nodes.lookUp(openedStatus, descriptor: descriptor, parent: parent, name: nameString)
+        return entry(node, openedStatus)
+    }
+
+    func entry(_ node: Node, _ status: stat) -> fuse_entry_param {
+        var entry = fuse_entry_param()
+        entry.ino = fuse_ino_t(node.id)
+        entry.generation = 0
+        entry.attr = status
+        entry.attr_timeout = options.attributeTimeout
+        entry.entry_timeout = options.entryTimeout
+        return entry
+    }
+
+    /// A reply that tells the kernel the name does not exist, cached for the entry timeout.
+    func negativeEntry() -> fuse_entry_param {
+        var entry = fuse_entry_param()
+        entry.entry_timeout = options.entryTimeout
+        return entry
+    }
+
+    func attributes(of node: Node) throws(Errno) -> stat {
+        try Syscall.statOfPathDescriptor(node.descriptor.raw)
+    }
+
+    // MARK: Reopening nodes
+
+    /// Runs `body` with "N", the name of the node's descriptor inside `/proc/self/fd`.
+    @inline(__always)
+    func withProcessName<R: ~Copyable>(of node: Node, _ body: (UnsafePointer<CChar>) throws(Errno) -> R) throws(Errno) -> R {
+        var digits: (UInt64, UInt64) = (0, 0) // 16 bytes: room for any Int32 and its NUL
+        return try withUnsafeMutableBytes(of: &digits) { (raw) throws(Errno) -> R in
+            let buffer = raw.bindMemory(to: CChar.self)
+            var value = node.descriptor.raw
+            var length = 0
+            var rest = value
+            repeat { length += 1; rest /= 10 } while rest > 0
+            buffer[length] = 0
+            var index = length - 1
+            repeat { buffer[index] = CChar(48 + value % 10); value /= 10; index -= 1 } while value > 0
+            return try body(buffer.baseAddress!)
+        }
+    }
+
+    /// Opens the node's backing object afresh with `flags` (works for unlinked files too).
+    func reopen(_ node: Node, flags: Int32) throws(Errno) -> OwnedDescriptor {
+        let directory = processDescriptors.raw
+        return try withProcessName(of: node) { (name) throws(Errno) -> OwnedDescriptor in
+            try Syscall.openAt(directory, name, flags & ~O_NOFOLLOW)
+        }
+    }
+
+    /// Runs `body` with the `/proc/self/fd/N` path of the node (for calls that take only paths).
+    func withProcessPath<R>(of node: Node, _ body: (UnsafePointer<CChar>) throws(Errno) -> R) throws(Errno) -> R {
+        let path = "/proc/self/fd/\(node.descriptor.raw)"
+        var result: Result<R, Errno>
+        result = path.withCString { pointer in
+            do throws(Errno) { return .success(try body(pointer)) } catch { return .failure(error) }
+        }
+        return try result.get()
+    }
+
+    // MARK: Ownership of new objects
+
+    /// Gives an object the daemon just created to the calling user, as a local filesystem
+    /// would have: the caller's uid, and its gid unless the parent directory is setgid.
+    func giveToCaller(_ request: fuse_req_t, parent: Node, name: UnsafePointer<CChar>, descriptor: Int32? = nil, mode: mode_t) throws(Errno) {
+        guard canChangeOwners else { return }
+        let caller = fuse_req_ctx(request)!.pointee
+        if caller.uid == 0 && caller.gid == 0 { return }
+        let parentStatus = try Syscall.statOfPathDescriptor(parent.descriptor.raw)
+        let gid = (parentStatus.st_mode & S_ISGID) != 0 ? gid_t.max : caller.gid
+        if let descriptor {
+            try Syscall.changeOwner(descriptor, caller.uid, gid)
+        } else {
+            try Syscall.changeOwner(at: parent.descriptor.raw, name, caller.uid, gid, flags: AT_SYMLINK_NOFOLLOW)
+        }
+        // chown clears set-id bits on regular files; put back what the caller asked for.
+        if (mode & S_IFMT) == S_IFREG, (mode & (S_ISUID | S_ISGID)) != 0 {
+            if let descriptor { try Syscall.changeMode(descriptor, mode & ~S_IFMT) }
+            else { try Syscall.changeMode(at: parent.descriptor.raw, name, mode & ~S_IFMT) }
+        }
+    }
+}
+
+// MARK: Replies
+
+@inline(__always)
+func reply(_ request: fuse_req_t, error: Errno) {
+    fuse_reply_err(request, error.rawValue)
+}
+
+@inline(__always)
+func replyOK(_ request: fuse_req_t) {
+    fuse_reply_err(request, 0)
+}
+

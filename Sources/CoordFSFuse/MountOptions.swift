@@ -1,0 +1,24 @@
+/// What a mount is asked to do; filled by the command line, read by the session and operations.
+public struct MountOptions: Sendable {
+    /// How long the kernel may trust an attribute reply, in seconds. Everything that changes
+    /// the backing goes through the mount, and the kernel invalidates what the mount changes,
+    /// so long timeouts stay correct and save a round trip per `stat`.
+    public var attributeTimeout: Double = 86_400
+    /// How long the kernel may trust a name lookup (positive or negative), in seconds.
+    public var entryTimeout: Double = 86_400
+    /// Let the kernel keep file pages across opens of an unchanged file.
+    public var keepPageCache = true
+    /// Kernel writeback cache: small writes gather in the page cache before they reach us.
+    public var writebackCache = false
+    /// Move data between the kernel and the backing with splice(2) instead of copies.
+    public var splice = false
+    /// Let users other than the one who mounted use the mount.
+    public var allowOther = false
+    /// Threads serving requests at most, and idle ones kept ready.
+    public var maxThreads: UInt32 = 16
+    public var maxIdleThreads: UInt32 = 8
+    /// One `/dev/fuse` descriptor per worker thread.
+    public var cloneDevice = true
+
+    public init() {}
+}

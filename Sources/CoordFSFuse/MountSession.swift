@@ -1,0 +1,101 @@
+import CFuse
+import Glibc
+import Logging
+import CoordFSCore
+import SystemPackage
+
+/// Why a mount could not start, in words for the person who asked for it.
+public struct MountFailure: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// One mount's life: create the libfuse session, mount, serve until unmounted or signalled,
+/// unmount. Everything libfuse allocates is freed here and nowhere else.
+public final class MountSession {
+    public let backing: String
+    public let mountpoint: String
+    private let fileSystem: FileSystem
+    private let logger: Logger
+    /// The operations table must outlive the session; libfuse keeps a copy, we keep ours.
+    private var operations: fuse_lowlevel_ops
+    private var session: OpaquePointer?
+    /// argv for libfuse, NULL-terminated, owned here (strdup'd strings in an allocated array).
+    private var arguments: UnsafeMutableBufferPointer<UnsafeMutablePointer<CChar>?>
+
+    /// Opens the backing directory and creates the session; nothing is mounted yet.
+    public init(backing: String, mountpoint: String, options: MountOptions, logger: Logger) throws(MountFailure) {
+        self.backing = backing
+        self.mountpoint = mountpoint
+        self.logger = logger
+        Syscall.raiseDescriptorLimit()
+        umask(0) // callers' modes arrive with their umask applied; ours must not apply again
+        do {
+            fileSystem = try FileSystem(backing: backing, options: options, logger: logger)
+        } catch {
+            throw MountFailure("cannot open the backing directory \(backing): \(error)")
+        }
+        operations = FileSystem.makeOperations()
+
+        var mountOptions = ["default_permissions", "subtype=coordfs", "fsname=\(Self.escapeOption(backing))"]
+        if options.allowOther { mountOptions.append("allow_other") }
+        let words = ["coordfs", "-o", mountOptions.joined(separator: ",")]
+        arguments = .allocate(capacity: words.count + 1)
+        for (index, word) in words.enumerated() { arguments[index] = strdup(word) }
+        arguments[words.count] = nil
+        var fuseArguments = fuse_args(argc: Int32(words.count), argv: arguments.baseAddress, allocated: 0)
+        let userdata = Unmanaged.passUnretained(fileSystem).toOpaque()
+        session = withUnsafePointer(to: &operations) { cfuse_session_new(&fuseArguments, $0, userdata) }
+        guard session != nil else {
+            freeArguments()
+            throw MountFailure("libfuse could not create a session (see the message above)")
+        }
+    }
+
+    deinit {
+        if let session { fuse_session_destroy(session) }
+        freeArguments()
+    }
+
+    private func freeArguments() {
+        for argument in arguments { free(argument) }
+        arguments.deallocate()
+        arguments = UnsafeMutableBufferPointer(start: nil, count: 0)
+    }
+
+    /// libfuse's option parser splits on commas; a backslash keeps one in a value.
+    private static func escapeOption(_ value: String) -> String {
+        var escaped = ""
+        for character in value {
+            if character == "\\" || character == "," { escaped.append("\\") }
+            escaped.append(character)
+        }
+        return escaped
+    }
+
+    /// Mounts and installs SIGINT/SIGTERM/SIGHUP handlers that end the loop.
+    public func mount() throws(MountFailure) {
+        guard let session else { throw MountFailure("no session") }
+        if fuse_set_signal_handlers(session) != 0 {
+            throw MountFailure("cannot install signal handlers")
+        }
+        if fuse_session_mount(session, mountpoint) != 0 {
+            fuse_remove_signal_handlers(session)
+            throw MountFailure("cannot mount \(mountpoint) (see the message above)")
+        }
+        logger.info("mounted", metadata: ["backing": "\(backing)", "mountpoint": "\(mountpoint)"])
+    }
+
+    /// Serves requests until the mount goes away or a signal arrives, then unmounts.
+    /// Returns 0 on a clean end.
+    public func serve() -> Int32 {
+        guard let session else { return 1 }
+        let options = fileSystem.options
+        let result = cfuse_session_loop_mt(session, options.cloneDevice ? 1 : 0, options.maxIdleThreads, options.maxThreads)
+        fuse_session_unmount(session)
+        fuse_remove_signal_handlers(session)
+        logger.info("unmounted", metadata: ["mountpoint": "\(mountpoint)"])
+        // A signal ends the loop with the signal's number; that is a requested, clean end.
+        return result < 0 ? 1 : 0
+    }
+}

@@ -1,0 +1,89 @@
+import CFuse
+import Glibc
+
+// The low-level operations table: thin C-callable trampolines from libfuse into FileSystem.
+// They live in this library (not in main.swift) so they are nonisolated: libfuse calls
+// them on its worker threads. Locks are left out on purpose: without getlk/setlk/flock the
+// kernel keeps POSIX and flock locks itself, on the inode the mount shows, for every process
+// using the mount, and a blocked locker never holds one of our worker threads.
+
+extension FileSystem {
+    static func makeOperations() -> fuse_lowlevel_ops {
+        var ops = fuse_lowlevel_ops()
+        ops.`init` = { userdata, connection in
+            guard let userdata, let connection else { return }
+            Unmanaged<FileSystem>.fromOpaque(userdata).takeUnretainedValue().negotiate(connection)
+        }
+        ops.lookup = { request, parent, name in FileSystem.from(request!).lookup(request!, parent, name!) }
+        ops.forget = { request, id, count in
+            FileSystem.from(request!).forget(id, count)
+            fuse_reply_none(request)
+        }
+        ops.forget_multi = { request, count, forgets in
+            let fileSystem = FileSystem.from(request!)
+            for index in 0..<count { fileSystem.forget(forgets![index].ino, forgets![index].nlookup) }
+            fuse_reply_none(request)
+        }
+        ops.getattr = { request, id, file in FileSystem.from(request!).getattr(request!, id, file) }
+        ops.setattr = { request, id, attributes, fields, file in FileSystem.from(request!).setattr(request!, id, attributes!, fields, file) }
+        ops.readlink = { request, id in FileSystem.from(request!).readlink(request!, id) }
+        ops.mknod = { request, parent, name, mode, device in FileSystem.from(request!).mknod(request!, parent, name!, mode, device) }
+        ops.mkdir = { request, parent, name, mode in FileSystem.from(request!).mkdir(request!, parent, name!, mode) }
+        ops.unlink = { request, parent, name in FileSystem.from(request!).unlink(request!, parent, name!, flags: 0) }
+        ops.rmdir = { request, parent, name in FileSystem.from(request!).unlink(request!, parent, name!, flags: AT_REMOVEDIR) }
+        ops.symlink = { request, target, parent, name in FileSystem.from(request!).symlink(request!, target!, parent, name!) }
+        ops.rename = { request, parent, name, newParent, newName, flags in
+            FileSystem.from(request!).rename(request!, parent, name!, newParent, newName!, flags)
+        }
+        ops.link = { request, id, newParent, newName in FileSystem.from(request!).link(request!, id, newParent, newName!) }
+        ops.open = { request, id, file in FileSystem.from(request!).open(request!, id, file!) }
+        ops.read = { request, _, size, offset, file in FileSystem.from(request!).read(request!, size, offset, file!) }
+        ops.write_buf = { request, _, buffers, offset, file in FileSystem.from(request!).writeBuffer(request!, buffers!, offset, file!) }
+        ops.release = { request, _, file in FileSystem.from(request!).release(request!, file!) }
+        ops.fsync = { request, _, dataOnly, file in FileSystem.from(request!).fsync(request!, dataOnly != 0, file!) }
+        ops.opendir = { request, id, file in FileSystem.from(request!).opendir(request!, id, file!) }
+        ops.readdir = { request, id, size, offset, file in FileSystem.from(request!).readdir(request!, id, size, offset, file!, plus: false) }
+        ops.readdirplus = { request, id, size, offset, file in FileSystem.from(request!).readdir(request!, id, size, offset, file!, plus: true) }
+        ops.releasedir = { request, _, file in FileSystem.from(request!).releasedir(request!, file!) }
+        ops.fsyncdir = { request, _, dataOnly, file in FileSystem.from(request!).fsyncdir(request!, dataOnly != 0, file!) }
+        ops.statfs = { request, id in FileSystem.from(request!).statfs(request!, id) }
+        ops.setxattr = { request, id, name, value, size, flags in FileSystem.from(request!).setxattr(request!, id, name!, value, size, flags) }
+        ops.getxattr = { request, id, name, size in FileSystem.from(request!).getxattr(request!, id, name!, size) }
+        ops.listxattr = { request, id, size in FileSystem.from(request!).listxattr(request!, id, size) }
+        ops.removexattr = { request, id, name in FileSystem.from(request!).removexattr(request!, id, name!) }
+        ops.access = { request, id, mask in FileSystem.from(request!).access(request!, id, mask) }
+        ops.create = { request, parent, name, mode, file in FileSystem.from(request!).create(request!, parent, name!, mode, file!) }
+        ops.fallocate = { request, _, mode, offset, length, file in FileSystem.from(request!).fallocate(request!, mode, offset, length, file!) }
+        ops.copy_file_range = { request, _, sourceOffset, source, _, destinationOffset, destination, length, flags in
+            FileSystem.from(request!).copyFileRange(request!, sourceOffset, source!, destinationOffset, destination!, length, flags)
+        }
+        ops.lseek = { request, _, offset, whence, file in FileSystem.from(request!).lseek(request!, offset, whence, file!) }
+        return ops
+    }
+
+    /// Chooses the kernel features the mount asks for (libfuse applies only what init asks).
+    func negotiate(_ connection: UnsafeMutablePointer<fuse_conn_info>) {
+        let offered = connection.pointee.capable
+        var wanted = connection.pointee.want
+        func ask(_ capability: Int32, _ on: Bool) {
+            let bit = UInt32(capability)
+            if on && offered & bit != 0 { wanted |= bit } else if !on { wanted &= ~bit }
+        }
+        // The kernel clears set-id bits on write and chown itself; the daemon (root) would not.
+        ask(FUSE_CAP_HANDLE_KILLPRIV, false)
+        ask(FUSE_CAP_WRITEBACK_CACHE, options.writebackCache)
+        ask(FUSE_CAP_SPLICE_READ, options.splice)
+        ask(FUSE_CAP_SPLICE_WRITE, options.splice)
+        ask(FUSE_CAP_SPLICE_MOVE, options.splice)
+        ask(FUSE_CAP_READDIRPLUS, true)
+        ask(FUSE_CAP_READDIRPLUS_AUTO, true)
+        ask(FUSE_CAP_PARALLEL_DIROPS, true)
+        ask(FUSE_CAP_AUTO_INVAL_DATA, true)
+        ask(FUSE_CAP_ASYNC_READ, true)
+        ask(FUSE_CAP_ATOMIC_O_TRUNC, true)
+        ask(FUSE_CAP_CACHE_SYMLINKS, options.keepPageCache)
+        connection.pointee.want = wanted
+        connection.pointee.time_gran = 1
+        logger.debug("negotiated kernel features", metadata: ["offered": "\(String(offered, radix: 16))", "wanted": "\(String(wanted, radix: 16))"])
+    }
+}

@@ -1,0 +1,142 @@
+import CFuse
+import Glibc
+import CoordFSCore
+import SystemPackage
+
+/// An open directory stream. The kernel serialises readdir calls on one open directory,
+/// so the stream position and the entry held over between calls need no lock of their own.
+final class DirectoryHandle: @unchecked Sendable {
+    let stream: OpaquePointer
+    /// The offset the stream stands at, as the kernel counts it (telldir cookies).
+    var offset: off_t = 0
+    /// An entry read but not yet sent, because the last reply buffer was full.
+    var heldOver: UnsafeMutablePointer<dirent>?
+
+    init(stream: OpaquePointer) {
+        self.stream = stream
+    }
+
+    deinit {
+        closedir(stream)
+    }
+
+    func attach(to file: UnsafeMutablePointer<fuse_file_info>) {
+        file.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(self).toOpaque()))
+    }
+
+    static func borrow(_ file: UnsafePointer<fuse_file_info>) -> DirectoryHandle? {
+        guard let pointer = UnsafeRawPointer(bitPattern: UInt(file.pointee.fh)) else { return nil }
+        return Unmanaged<DirectoryHandle>.fromOpaque(pointer).takeUnretainedValue()
+    }
+
+    static func detach(_ file: UnsafeMutablePointer<fuse_file_info>) {
+        guard let pointer = UnsafeRawPointer(bitPattern: UInt(file.pointee.fh)) else { return }
+        file.pointee.fh = 0
+        Unmanaged<DirectoryHandle>.fromOpaque(pointer).release()
+    }
+}
+
+extension FileSystem {
+    func opendir(_ request: fuse_req_t, _ id: fuse_ino_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
+        do throws(Errno) {
+            let stream = try Syscall.openDirectoryStream(try node(id).descriptor.raw)
+            DirectoryHandle(stream: stream).attach(to: file)
+            if options.keepPageCache {
+                cfuse_fi_set_cache_readdir(file, 1)
+                cfuse_fi_set_keep_cache(file, 1)
+            }
+            if fuse_reply_open(request, file) != 0 { DirectoryHandle.detach(file) }
+        } catch {
+            reply(request, error: error)
+        }
+    }
+
+    /// Fills one reply of at most `size` bytes with entries from `offset` on. With `plus`, each
+    /// entry carries its attributes and counts as a kernel lookup (except `.` and `..`).
+    func readdir(_ request: fuse_req_t, _ id: fuse_ino_t, _ size: Int, _ offset: off_t,
+                 _ file: UnsafeMutablePointer<fuse_file_info>, plus: Bool) {
+        guard let directory = DirectoryHandle.borrow(file) else { return reply(request, error: .badFileDescriptor) }
+        let parent: Node
+        do throws(Errno) { parent = try node(id) } catch { return reply(request, error: error) }
+
+        if offset != directory.offset {
+            seekdir(directory.stream, offset)
+            directory.heldOver = nil
+            directory.offset = offset
+        }
+        let buffer = UnsafeMutablePointer<CChar>.allocate(capacity: max(size, 1))
+        defer { buffer.deallocate() }
+        var used = 0
+        var failure: Errno?
+
+        while true {
+            let entry: UnsafeMutablePointer<dirent>
+            if let held = directory.heldOver {
+                entry = held
+            } else {
+                Glibc.errno = 0
+                guard let next = Glibc.readdir(directory.stream) else {
+                    if Glibc.errno != 0 { failure = Errno.current }
+                    break
+                }
+                entry = next
+            }
+            directory.heldOver = entry
+            let nextOffset = entry.pointee.d_off
+            let added: Int = withUnsafePointer(to: &entry.pointee.d_name) { namePointer in
+                namePointer.withMemoryRebound(to: CChar.self, capacity: 256) { name in
+                    if plus {
+                        return addEntryPlus(request, parent, name, entry.pointee, buffer + used, size - used, nextOffset)
+                    }
+                    var status = stat()
+                    status.st_ino = entry.pointee.d_ino
+                    status.st_mode = mode_t(entry.pointee.d_type) << 12
+                    let needed = fuse_add_direntry(request, buffer + used, size - used, name, &status, nextOffset)
+                    return needed <= size - used ? needed : -1
+                }
+            }
+            if added < 0 { break } // full: the entry waits for the next call
+            used += added
+            directory.heldOver = nil
+            directory.offset = nextOffset
+        }
+        if used == 0, let failure { return reply(request, error: failure) }
+        fuse_reply_buf(request, buffer, used)
+    }
+
+    /// Adds one readdirplus entry; returns its size, 0 when the entry vanished meanwhile,
+    /// or -1 when it does not fit (then no lookup is left counted for it).
+    private func addEntryPlus(_ request: fuse_req_t, _ parent: Node, _ name: UnsafePointer<CChar>, _ entry: dirent,
+                              _ buffer: UnsafeMutablePointer<CChar>, _ room: Int, _ nextOffset: off_t) -> Int {
+        let isDotOrDotDot = name[0] == 0x2E && (name[1] == 0 || (name[1] == 0x2E && name[2] == 0))
+        var parameters: fuse_entry_param
+        if isDotOrDotDot {
+            parameters = fuse_entry_param()
+            parameters.attr.st_ino = entry.d_ino
+            parameters.attr.st_mode = mode_t(entry.d_type) << 12
+        } else {
+            do throws(Errno) { parameters = try lookUp(parent, name) } catch { return 0 }
+        }
+        let needed = fuse_add_direntry_plus(request, buffer, room, name, &parameters, nextOffset)
+        if needed > room {
+            if !isDotOrDotDot { forget(parameters.ino, 1) }
+            return -1
+        }
+        return needed
+    }
+
+    func releasedir(_ request: fuse_req_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
+        DirectoryHandle.detach(file)
+        replyOK(request)
+    }
+
+    func fsyncdir(_ request: fuse_req_t, _ dataOnly: Bool, _ file: UnsafeMutablePointer<fuse_file_info>) {
+        guard let directory = DirectoryHandle.borrow(file) else { return reply(request, error: .badFileDescriptor) }
+        do throws(Errno) {
+            try Syscall.synchronize(dirfd(directory.stream), dataOnly: dataOnly)
+            replyOK(request)
+        } catch {
+            reply(request, error: error)
+        }
+    }
+}

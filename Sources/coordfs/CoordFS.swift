@@ -1,0 +1,11 @@
+import ArgumentParser
+
+@main
+struct CoordFS: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "coordfs",
+        abstract: "A coordinated view of a directory: every program that uses the mount is coordinated.",
+        version: "0.1.0",
+        subcommands: [Mount.self, Unmount.self]
+    )
+}

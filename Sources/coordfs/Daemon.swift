@@ -1,0 +1,71 @@
+import ArgumentParser
+import Glibc
+
+/// Running a mount in the background: the command re-executes itself with --foreground as a
+/// child in its own session, and returns once the child reports the mount ready (or failed).
+/// Re-executing, rather than fork(), keeps the Swift runtime's threads out of the picture.
+enum Daemon {
+    static func start(readyVariable: String) -> ExitCode {
+        var pipeEnds: [Int32] = [0, 0]
+        guard pipe(&pipeEnds) == 0 else {
+            printError("cannot create a pipe: \(String(cString: strerror(errno)))")
+            return .failure
+        }
+        let (readEnd, writeEnd) = (pipeEnds[0], pipeEnds[1])
+        // Neither end may leak into the daemon beyond the copy dup2'd to descriptor 3.
+        _ = fcntl(readEnd, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(writeEnd, F_SETFD, FD_CLOEXEC)
+        let childDescriptor: Int32 = 3
+        setenv(readyVariable, "\(childDescriptor)", 1)
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, writeEnd, childDescriptor)
+
+        let executable = "/proc/self/exe"
+        let arguments = [CommandLine.arguments[0]] + Array(CommandLine.arguments.dropFirst()) + ["--foreground"]
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { for argument in argv { free(argument) } }
+        var child: pid_t = 0
+        let spawned = posix_spawn(&child, executable, &actions, nil, &argv, environ)
+        close(writeEnd)
+        guard spawned == 0 else {
+            close(readEnd)
+            printError("cannot start the mount daemon: \(String(cString: strerror(spawned)))")
+            return .failure
+        }
+
+        var message = [UInt8](repeating: 0, count: 16)
+        var received = 0
+        while received < message.count {
+            let count = message.withUnsafeMutableBytes { read(readEnd, $0.baseAddress! + received, $0.count - received) }
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { break }
+            received += count
+        }
+        close(readEnd)
+        if String(decoding: message[0..<received], as: UTF8.self).hasPrefix("ready") {
+            return .success
+        }
+        // The daemon failed before mounting; it printed why. Pass its status on.
+        var status: Int32 = 0
+        while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+        let code = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 1
+        return ExitCode(code == 0 ? 1 : code)
+    }
+
+    /// Lets go of the terminal: standard input from /dev/null, output and errors to the log file.
+    static func detach(logFile: String?) {
+        let null = open("/dev/null", O_RDWR)
+        let log = logFile.map { open($0, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644) } ?? -1
+        if null >= 0 { dup2(null, 0) }
+        let output = log >= 0 ? log : null
+        if output >= 0 {
+            dup2(output, 1)
+            dup2(output, 2)
+        }
+        if null > 2 { close(null) }
+        if log > 2 { close(log) }
+    }
+}

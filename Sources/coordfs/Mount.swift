@@ -1,0 +1,126 @@
+import ArgumentParser
+import CoordFSCore
+import CoordFSFuse
+import Glibc
+import Logging
+
+/// The environment variable through which a background parent gives its daemon the pipe
+/// on which the daemon says "ready" once the mount is up.
+private let readyDescriptorVariable = "COORDFS_READY_FD"
+
+struct Mount: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Mount BACKING at MOUNTPOINT, coordinated.",
+        discussion: """
+        Returns once the mount is ready and keeps serving in the background, as FUSE tools do; \
+        --foreground keeps it attached (for systemd and debugging). Stop it with \
+        'coordfs unmount MOUNTPOINT', or with SIGINT/SIGTERM to the daemon.
+        """
+    )
+
+    @Argument(help: "The directory whose contents the mount shows.", completion: .directory)
+    var backing: String
+
+    @Argument(help: "An empty directory to mount on.", completion: .directory)
+    var mountpoint: String
+
+    @Flag(name: [.short, .long], help: "Stay attached to the terminal; log to standard error.")
+    var foreground = false
+
+    @Flag(help: "Let users other than the one mounting use the mount (permissions are still checked).")
+    var allowOther = false
+
+    @Option(help: ArgumentHelp("Seconds the kernel may cache attributes.", valueName: "seconds"))
+    var attrTimeout: Double = 86_400
+
+    @Option(help: ArgumentHelp("Seconds the kernel may cache name lookups.", valueName: "seconds"))
+    var entryTimeout: Double = 86_400
+
+    @Flag(help: "Turn kernel caching of attributes, names and pages off (every call reaches the daemon).")
+    var noKernelCache = false
+
+    @Flag(help: "Use the kernel's writeback cache (small writes are gathered before they reach the daemon).")
+    var writebackCache = false
+
+    @Flag(help: "Move data with splice(2) between the kernel and the backing.")
+    var splice = false
+
+    @Option(help: ArgumentHelp("Worker threads at most.", valueName: "count"))
+    var threads: UInt32 = 16
+
+    @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level"))
+    var logLevel: Logger.Level = .notice
+
+    @Option(help: ArgumentHelp("Where a background mount writes its log (default: discarded).", valueName: "path"), completion: .file())
+    var logFile: String?
+
+    func validate() throws {
+        guard attrTimeout >= 0, entryTimeout >= 0 else { throw ValidationError("timeouts cannot be negative") }
+        guard threads >= 1 else { throw ValidationError("--threads must be at least 1") }
+    }
+
+    var mountOptions: MountOptions {
+        var options = MountOptions()
+        options.allowOther = allowOther
+        options.attributeTimeout = noKernelCache ? 0 : attrTimeout
+        options.entryTimeout = noKernelCache ? 0 : entryTimeout
+        options.keepPageCache = !noKernelCache
+        options.writebackCache = writebackCache
+        options.splice = splice
+        options.maxThreads = threads
+        options.maxIdleThreads = min(threads, 8)
+        return options
+    }
+
+    func run() throws {
+        let paths: (backing: String, mountpoint: String)
+        do {
+            paths = try Preflight.mount(backing: backing, mountpoint: mountpoint, allowOther: allowOther)
+        } catch {
+            throw CleanExit.failure(error.description)
+        }
+        if foreground {
+            let readyDescriptor = getenv(readyDescriptorVariable).flatMap { Int32(String(cString: $0)) }
+            throw serve(paths, readyDescriptor: readyDescriptor)
+        }
+        throw Daemon.start(readyVariable: readyDescriptorVariable)
+    }
+
+    /// Mounts and serves in this process. With a ready descriptor (a background daemon), says
+    /// "ready" on it once mounted and then lets go of the terminal.
+    private func serve(_ paths: (backing: String, mountpoint: String), readyDescriptor: Int32?) -> ExitCode {
+        var logger = Logger(label: "coordfs")
+        logger.logLevel = logLevel
+        if readyDescriptor != nil { setsid() }
+        let session: MountSession
+        do {
+            session = try MountSession(backing: paths.backing, mountpoint: paths.mountpoint, options: mountOptions, logger: logger)
+            try session.mount()
+        } catch {
+            printError(error.description)
+            return .failure
+        }
+        if let readyDescriptor {
+            Daemon.detach(logFile: logFile)
+            _ = "ready\n".withCString { write(readyDescriptor, $0, 6) }
+            close(readyDescriptor)
+        }
+        return ExitCode(session.serve())
+    }
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+/// Prints "coordfs: message" on standard error.
+func printError(_ message: String) {
+    let line = "coordfs: \(message)\n"
+    _ = line.withCString { write(2, $0, strlen($0)) }
+}
+
+extension CleanExit {
+    /// Ends the command with a one-line message and status 1, without a usage dump.
+    static func failure(_ message: String) -> ExitCode {
+        printError(message)
+        return .failure
+    }
+}
