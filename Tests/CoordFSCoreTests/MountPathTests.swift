@@ -1,0 +1,59 @@
+import Testing
+@testable import CoordFSCore
+
+@Suite struct MountPathTests {
+    @Test func normalisesSlashesAndDots() {
+        #expect(MountPath("/a//b/./c/")?.components == ["a", "b", "c"])
+        #expect(MountPath("")?.isRoot == true)
+        #expect(MountPath("/")?.description == "/")
+        #expect(MountPath("a/b")?.description == "/a/b")
+    }
+
+    @Test func rejectsParentSteps() {
+        #expect(MountPath("a/../b") == nil)
+        #expect(MountPath("..") == nil)
+    }
+
+    @Test func ancestry() throws {
+        let a = try #require(MountPath("a"))
+        let ab = try #require(MountPath("a/b"))
+        let abc = try #require(MountPath("a/bc"))
+        #expect(ab.isWithin(a))
+        #expect(a.isWithin(a))
+        #expect(!a.isWithin(ab))
+        #expect(!abc.isWithin(ab), "a component is not a string prefix")
+        #expect(ab.isWithin(.root))
+        #expect(ab.parent == a)
+        #expect(ab.lineage.map(\.description) == ["/", "/a", "/a/b"])
+        #expect(a.appending("b") == ab)
+    }
+
+    @Test func mountLayoutProblems() {
+        #expect(MountLayout.problem(backing: "/srv/data", mountpoint: "/mnt/data") == nil)
+        #expect(MountLayout.problem(backing: "/srv/data", mountpoint: "/srv/data-mount") == nil)
+        #expect(MountLayout.problem(backing: "/srv/data", mountpoint: "/srv/data") == .same("/srv/data"))
+        #expect(MountLayout.problem(backing: "/srv", mountpoint: "/srv/data/m")
+                == .mountpointInsideBacking(mountpoint: "/srv/data/m", backing: "/srv"))
+        #expect(MountLayout.problem(backing: "/mnt/x/backing", mountpoint: "/mnt/x")
+                == .backingInsideMountpoint(backing: "/mnt/x/backing", mountpoint: "/mnt/x"))
+    }
+}
+
+@Suite struct MountTableTests {
+    @Test func parsesMountpointsAndTypes() {
+        let text = """
+        22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
+        98 22 0:50 / /tmp/with\\040space rw,nosuid,nodev,relatime shared:40 - fuse.coordfs /srv/b rw,user_id=0,group_id=0
+        99 22 0:51 / /tmp/x rw - tmpfs tmpfs rw
+        """
+        let table = MountTable(parsing: text)
+        #expect(table.entries.count == 3)
+        #expect(table.mount(at: "/tmp/with space")?.filesystemType == "fuse.coordfs")
+        #expect(table.mount(at: "/tmp/x")?.filesystemType == "tmpfs")
+        #expect(table.mount(at: "/tmp/y") == nil)
+    }
+
+    @Test func readsTheLiveTable() {
+        #expect(MountTable.current().mount(at: "/") != nil)
+    }
+}

@@ -1,0 +1,107 @@
+import Glibc
+import Testing
+@testable import CoordFSCore
+
+/// The node table against a real scratch directory (no mount): ids, lookup counts, hard
+/// links sharing a node, paths after moves and unlinks, and eviction on forget.
+@Suite struct NodeTableTests {
+    let scratch: String
+
+    init() throws {
+        var template = Array("/tmp/coordfs-nodes-XXXXXX".utf8CString)
+        let path = try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) })
+        scratch = String(cString: path)
+    }
+
+    func makeTable() throws -> NodeTable {
+        try NodeTable(root: try Syscall.openAt(AT_FDCWD, scratch, Linux.O_PATH | O_DIRECTORY))
+    }
+
+    /// What the FUSE layer does on lookup: open O_PATH, stat, register.
+    func lookUp(_ table: NodeTable, _ parent: Node, _ name: String) throws -> Node {
+        let descriptor = try Syscall.openAt(parent.descriptor.raw, name, Linux.O_PATH | O_NOFOLLOW)
+        let status = try Syscall.statOfPathDescriptor(descriptor.raw)
+        return table.lookUp(status, descriptor: descriptor, parent: parent, name: name)
+    }
+
+    func run(_ command: String) {
+        #expect(system("cd \(scratch) && \(command)") == 0)
+    }
+
+    @Test func rootIsIdOneAndLivesForever() throws {
+        let table = try makeTable()
+        #expect(table.root.id == NodeTable.rootID)
+        table.forget(NodeTable.rootID, count: 100)
+        #expect(table.node(NodeTable.rootID) != nil)
+        #expect(table.path(of: table.root) == .root)
+    }
+
+    @Test func lookupsCountAndForgetEvicts() throws {
+        run("mkdir d && echo x > d/f")
+        let table = try makeTable()
+        let directory = try lookUp(table, table.root, "d")
+        let file = try lookUp(table, directory, "f")
+        let again = try lookUp(table, directory, "f")
+        #expect(file === again)
+        #expect(table.lookupCount(of: file.id) == 2)
+        #expect(table.count == 3)
+        #expect(table.path(of: file)?.description == "/d/f")
+        table.forget(file.id, count: 1)
+        #expect(table.node(file.id) != nil)
+        table.forget(file.id, count: 1)
+        #expect(table.node(file.id) == nil)
+        table.forget(directory.id, count: 1)
+        #expect(table.count == 1)
+    }
+
+    @Test func hardLinksShareANode() throws {
+        run("echo x > a && ln a b")
+        let table = try makeTable()
+        let a = try lookUp(table, table.root, "a")
+        let b = try lookUp(table, table.root, "b")
+        #expect(a === b)
+        #expect(table.lookupCount(of: a.id) == 2)
+        #expect(table.path(of: a)?.description == "/b", "the last name it was reached by")
+    }
+
+    @Test func existingLookupSkipsTheOpen() throws {
+        run("echo x > a")
+        let table = try makeTable()
+        let a = try lookUp(table, table.root, "a")
+        let status = try Syscall.stat(at: table.root.descriptor.raw, "a")
+        #expect(table.lookUpExisting(FileIdentity(status), parent: table.root, name: "a") === a)
+        #expect(table.lookupCount(of: a.id) == 2)
+    }
+
+    @Test func movesAndUnlinksUpdatePaths() throws {
+        run("mkdir d e && echo x > d/f")
+        let table = try makeTable()
+        let d = try lookUp(table, table.root, "d")
+        let e = try lookUp(table, table.root, "e")
+        let f = try lookUp(table, d, "f")
+        run("mv d/f e/g")
+        table.moved(f.identity, to: e, name: "g")
+        #expect(table.path(of: f)?.description == "/e/g")
+        run("mv e renamed")
+        table.moved(e.identity, to: table.root, name: "renamed")
+        #expect(table.path(of: f)?.description == "/renamed/g", "children follow a moved directory")
+        table.removedName(f.identity, parent: e, name: "g", remainingLinks: 0)
+        #expect(table.path(of: f) == nil)
+        #expect(table.node(f.id) != nil, "an unlinked node lives while the kernel holds it")
+    }
+
+    @Test func concurrentLookupsOfOneFileMakeOneNode() async throws {
+        run("echo x > shared")
+        let table = try makeTable()
+        let root = table.root
+        let ids = await withTaskGroup(of: UInt64.self) { group in
+            for _ in 0..<64 {
+                group.addTask { (try? lookUp(table, root, "shared").id) ?? 0 }
+            }
+            return await group.reduce(into: Set<UInt64>()) { $0.insert($1) }
+        }
+        #expect(ids.count == 1)
+        #expect(table.lookupCount(of: try #require(ids.first)) == 64)
+        #expect(table.count == 2)
+    }
+}

@@ -1,0 +1,158 @@
+import Foundation
+import Glibc
+import Testing
+
+/// The coordfs binary the tests mount with: $COORDFS_BINARY (Scripts/test sets it), else the debug build.
+let coordfsBinary: String = {
+    if let path = ProcessInfo.processInfo.environment["COORDFS_BINARY"] { return path }
+    let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    return packageRoot.appendingPathComponent(".build/debug/coordfs").path
+}()
+
+struct CommandResult: CustomStringConvertible {
+    let status: Int32
+    let output: String
+    let errors: String
+    var description: String { "status \(status)\nstdout:\n\(output)\nstderr:\n\(errors)" }
+}
+
+/// Runs `arguments` (no shell) in `directory`, with an optional uid/gid to run as.
+@discardableResult
+func run(_ arguments: [String], in directory: String? = nil, environment: [String: String] = [:], input: String? = nil) throws -> CommandResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: arguments[0].hasPrefix("/") ? arguments[0] : "/usr/bin/env")
+    process.arguments = arguments[0].hasPrefix("/") ? Array(arguments.dropFirst()) : arguments
+    if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+    var env = ProcessInfo.processInfo.environment
+    env["LC_ALL"] = "C"
+    env["TZ"] = "UTC"
+    for (key, value) in environment { env[key] = value }
+    process.environment = env
+    let output = Pipe(), errors = Pipe(), inputPipe = Pipe()
+    process.standardOutput = output
+    process.standardError = errors
+    process.standardInput = input == nil ? FileHandle.nullDevice : inputPipe
+    try process.run()
+    if let input {
+        inputPipe.fileHandleForWriting.write(Data(input.utf8))
+        try inputPipe.fileHandleForWriting.close()
+    }
+    // Read both pipes to the end before waiting, so a chatty child never blocks on a full pipe.
+    let group = DispatchGroup()
+    nonisolated(unsafe) var errorData = Data()
+    group.enter()
+    DispatchQueue.global().async {
+        errorData = errors.fileHandleForReading.readDataToEndOfFile()
+        group.leave()
+    }
+    let outputData = output.fileHandleForReading.readDataToEndOfFile()
+    group.wait()
+    process.waitUntilExit()
+    return CommandResult(status: process.terminationStatus,
+                         output: String(decoding: outputData, as: UTF8.self),
+                         errors: String(decoding: errorData, as: UTF8.self))
+}
+
+/// Runs a shell script in `directory`; as another user when `user` is given (uid:gid).
+@discardableResult
+func shell(_ script: String, in directory: String, user: (uid: UInt32, gid: UInt32)? = nil) throws -> CommandResult {
+    if let user {
+        return try run(["/usr/bin/setpriv", "--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups", "/bin/sh", "-c", script],
+                       in: directory)
+    }
+    return try run(["/bin/sh", "-c", script], in: directory)
+}
+
+func isMounted(_ path: String) -> Bool {
+    guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
+    return text.split(separator: "\n").contains { $0.split(separator: " ")[4] == path }
+}
+
+/// A private scratch folder with a backing directory, a mountpoint and a plain directory to
+/// compare against; `mount` runs coordfs in the foreground as a child of the test.
+final class Scratch {
+    let root: String
+    var backing: String { root + "/backing" }
+    var mountpoint: String { root + "/mnt" }
+    var plain: String { root + "/plain" }
+    private var daemon: Process?
+    private var daemonErrors: Pipe?
+
+    init() throws {
+        var template = Array("/tmp/coordfs-test-XXXXXX".utf8CString)
+        guard let path = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw POSIXError(.EIO)
+        }
+        root = String(cString: path)
+        chmod(root, 0o755)
+        for directory in [backing, mountpoint, plain] {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        }
+    }
+
+    /// Mounts backing at mountpoint and waits until the kernel shows the mount.
+    func mount(_ options: [String] = []) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: coordfsBinary)
+        process.arguments = ["mount", backing, mountpoint, "--foreground"] + options
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        daemon = process
+        daemonErrors = errors
+        let deadline = Date().addingTimeInterval(15)
+        while !isMounted(mountpoint) {
+            if !process.isRunning {
+                let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                daemon = nil
+                throw MountError(message: "coordfs exited with \(process.terminationStatus) before mounting: \(message)")
+            }
+            if Date() > deadline { throw MountError(message: "the mount did not appear within 15 s") }
+            usleep(10_000)
+        }
+    }
+
+    /// Unmounts with `coordfs unmount`, then checks the daemon exited with status 0 and
+    /// nothing stays mounted. Falls back to fusermount3 and a lazy umount so no mount is left.
+    func unmount(sourceLocation: SourceLocation = #_sourceLocation) {
+        guard let process = daemon else { return }
+        daemon = nil
+        let result = try? run([coordfsBinary, "unmount", mountpoint])
+        #expect(result?.status == 0, "coordfs unmount: \(result?.description ?? "did not run")", sourceLocation: sourceLocation)
+        let deadline = Date().addingTimeInterval(15)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning {
+            Issue.record("the daemon did not exit after unmount", sourceLocation: sourceLocation)
+            process.terminate()
+        }
+        if isMounted(mountpoint) {
+            Issue.record("the mount was left behind", sourceLocation: sourceLocation)
+            _ = try? run(["fusermount3", "-u", mountpoint])
+            if isMounted(mountpoint) { _ = try? run(["umount", "-l", mountpoint]) }
+        }
+        process.waitUntilExit()
+        let errorText = daemonErrors.map { String(decoding: $0.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) } ?? ""
+        #expect(process.terminationStatus == 0, "the daemon exited with \(process.terminationStatus): \(errorText)", sourceLocation: sourceLocation)
+    }
+
+    deinit {
+        if daemon != nil { unmount() }
+        if isMounted(mountpoint) { _ = try? run(["umount", "-l", mountpoint]) }
+        _ = try? run(["rm", "-rf", root])
+    }
+}
+
+struct MountError: Error, CustomStringConvertible {
+    let message: String
+    var description: String { message }
+}
+
+/// Mounts a fresh scratch folder for the length of `body`, unmounting even when it throws.
+func withMount(_ options: [String] = [], sourceLocation: SourceLocation = #_sourceLocation, _ body: (Scratch) throws -> Void) throws {
+    let scratch = try Scratch()
+    try scratch.mount(options)
+    defer { scratch.unmount(sourceLocation: sourceLocation) }
+    try body(scratch)
+}

@@ -1,0 +1,133 @@
+import CoordFSCore
+import Foundation
+import Glibc
+import Testing
+
+/// What a user can observe of a tree, entry by entry, for comparing a mount with a plain
+/// directory: type, permission bits, owner, size, link count, content, symlink target, user
+/// xattrs, and (when asked) modification times to the nanosecond.
+struct TreeSnapshot: Equatable, CustomStringConvertible {
+    struct Entry: Equatable, CustomStringConvertible {
+        var path: String
+        var summary: String
+        var description: String { "\(path): \(summary)" }
+    }
+
+    var entries: [Entry]
+
+    struct Options {
+        /// Compare modification times set on purpose (cp -a, touch -d, tar x), to the nanosecond.
+        var times = false
+        /// Paths (relative, as "a/b") whose contents are not compared (e.g. git's index, which records inode numbers).
+        var ignoringContents: Set<String> = []
+        /// Compare uid/gid.
+        var owners = true
+    }
+
+    init(of root: String, _ options: Options = Options()) throws {
+        entries = []
+        try walk(root, relative: "", options)
+        entries.sort { $0.path < $1.path }
+    }
+
+    private mutating func walk(_ absolute: String, relative: String, _ options: Options) throws {
+        var status = stat()
+        guard lstat(absolute, &status) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        var parts: [String] = []
+        let type = status.st_mode & S_IFMT
+        let typeName: String = switch type {
+        case S_IFREG: "file"
+        case S_IFDIR: "dir"
+        case S_IFLNK: "symlink"
+        case S_IFIFO: "fifo"
+        case S_IFSOCK: "socket"
+        case S_IFCHR: "char"
+        case S_IFBLK: "block"
+        default: "unknown"
+        }
+        parts.append(typeName)
+        if type != S_IFLNK { parts.append(String(status.st_mode & 0o7777, radix: 8)) }
+        if options.owners { parts.append("\(status.st_uid):\(status.st_gid)") }
+        parts.append("links=\(status.st_nlink)")
+        if type == S_IFREG || type == S_IFLNK { parts.append("size=\(status.st_size)") }
+        if options.times && type != S_IFLNK && !relative.isEmpty {
+            // Times set to "now" differ between two runs by nature; only times the work set
+            // on purpose (an hour or more in the past) are compared exactly.
+            let setOnPurpose = Int(status.st_mtim.tv_sec) < Int(time(nil)) - 3600
+            parts.append(setOnPurpose ? "mtime=\(status.st_mtim.tv_sec).\(status.st_mtim.tv_nsec)" : "mtime=now")
+        }
+        if type == S_IFREG && !options.ignoringContents.contains(relative) {
+            parts.append("content=\(try contentDigest(absolute))")
+        }
+        if type == S_IFLNK {
+            parts.append("target=\((try? FileManager.default.destinationOfSymbolicLink(atPath: absolute)) ?? "?")")
+        }
+        if type == S_IFREG || type == S_IFDIR {
+            let attributes = extendedAttributes(absolute)
+            if !attributes.isEmpty { parts.append("xattrs=\(attributes)") }
+        }
+        if !relative.isEmpty { entries.append(Entry(path: relative, summary: parts.joined(separator: " "))) }
+        if type == S_IFDIR {
+            for name in try FileManager.default.contentsOfDirectory(atPath: absolute).sorted() {
+                try walk(absolute + "/" + name, relative: relative.isEmpty ? name : relative + "/" + name, options)
+            }
+        }
+    }
+
+    /// 64-bit FNV-1a of the content and its length: enough to tell versions apart in a test.
+    private func contentDigest(_ path: String) throws -> String {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in data { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return String(hash, radix: 16)
+    }
+
+    private func extendedAttributes(_ path: String) -> String {
+        var names = [CChar](repeating: 0, count: 65_536)
+        let length = (try? names.withUnsafeMutableBytes { buffer in
+            try path.withCString { try Syscall.listExtendedAttributes($0, into: buffer, followLinks: false) }
+        }) ?? 0
+        guard length > 0 else { return "" }
+        let list = names[0..<length].split(separator: 0).map { String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+        return list.filter { $0.hasPrefix("user.") }.sorted().map { name -> String in
+            var value = [UInt8](repeating: 0, count: 65_536)
+            let count = (try? value.withUnsafeMutableBytes { buffer in
+                try path.withCString { p in try name.withCString { try Syscall.getExtendedAttribute(p, $0, into: buffer, followLinks: false) } }
+            }) ?? -1
+            return "\(name)=\(count < 0 ? "?" : String(decoding: value[0..<count], as: UTF8.self))"
+        }.joined(separator: ",")
+    }
+
+    var description: String { entries.map(\.description).joined(separator: "\n") }
+
+    /// The entries that differ, for a readable failure message.
+    func difference(from other: TreeSnapshot) -> String {
+        let mine = Dictionary(entries.map { ($0.path, $0.summary) }, uniquingKeysWith: { a, _ in a })
+        let theirs = Dictionary(other.entries.map { ($0.path, $0.summary) }, uniquingKeysWith: { a, _ in a })
+        var lines: [String] = []
+        for path in Set(mine.keys).union(theirs.keys).sorted() where mine[path] != theirs[path] {
+            lines.append("\(path):\n  mount: \(mine[path] ?? "(missing)")\n  plain: \(theirs[path] ?? "(missing)")")
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// Runs `script` once in the mount and once in the plain directory, then expects the same
+/// status, output and errors (with the directory's own path masked) and the same tree.
+func expectParity(_ script: String, in scratch: Scratch, snapshot options: TreeSnapshot.Options = .init(),
+                  user: (uid: UInt32, gid: UInt32)? = nil, compareTree: Bool = true,
+                  sourceLocation: SourceLocation = #_sourceLocation) throws {
+    let throughMount = try shell(script, in: scratch.mountpoint, user: user)
+    let onPlain = try shell(script, in: scratch.plain, user: user)
+    func masked(_ text: String, _ directory: String) -> String { text.replacingOccurrences(of: directory, with: "$DIR") }
+    #expect(throughMount.status == onPlain.status, "status: mount \(throughMount) plain \(onPlain)", sourceLocation: sourceLocation)
+    #expect(masked(throughMount.output, scratch.mountpoint) == masked(onPlain.output, scratch.plain),
+            "stdout differs:\nmount:\n\(throughMount.output)\nplain:\n\(onPlain.output)", sourceLocation: sourceLocation)
+    #expect(masked(throughMount.errors, scratch.mountpoint) == masked(onPlain.errors, scratch.plain),
+            "stderr differs:\nmount:\n\(throughMount.errors)\nplain:\n\(onPlain.errors)", sourceLocation: sourceLocation)
+    guard compareTree else { return }
+    let mounted = try TreeSnapshot(of: scratch.mountpoint, options)
+    let plain = try TreeSnapshot(of: scratch.plain, options)
+    #expect(mounted == plain, "trees differ:\n\(mounted.difference(from: plain))", sourceLocation: sourceLocation)
+    #expect(!mounted.entries.isEmpty || plain.entries.isEmpty, sourceLocation: sourceLocation)
+}
