@@ -22,6 +22,10 @@ _Static_assert(CSYS_SEEK_HOLE == SEEK_HOLE, "SEEK_HOLE");
 _Static_assert(CSYS_UTIME_NOW == UTIME_NOW, "UTIME_NOW");
 _Static_assert(CSYS_UTIME_OMIT == UTIME_OMIT, "UTIME_OMIT");
 
+int csys_close_from(unsigned int first) {
+    return close_range(first, ~0U, 0);
+}
+
 int csys_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags) {
     return renameat2(olddirfd, oldpath, newdirfd, newpath, flags);
 }

@@ -76,6 +76,12 @@ public final class MountSession {
     /// Mounts and installs SIGINT/SIGTERM/SIGHUP handlers that end the loop.
     public func mount() throws(MountFailure) {
         guard let session else { throw MountFailure("no session") }
+        // Whoever started us may have left these blocked (the mask survives exec); they must
+        // reach the handlers below, or SIGTERM would never unmount.
+        var stopSignals = sigset_t()
+        sigemptyset(&stopSignals)
+        for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&stopSignals, signal) }
+        pthread_sigmask(SIG_UNBLOCK, &stopSignals, nil)
         if fuse_set_signal_handlers(session) != 0 {
             throw MountFailure("cannot install signal handlers")
         }

@@ -55,6 +55,7 @@ extension FileSystem {
         do throws(Errno) {
             let node = try node(id)
             let descriptor = try reopen(node, flags: backingFlags(file.pointee.flags))
+            if file.pointee.flags & O_TRUNC != 0 { try clearSetIDBitsOnTruncatingOpen(request, descriptor.raw) }
             OpenFile(descriptor).attach(to: file)
             configureCaching(file)
             if fuse_reply_open(request, file) != 0 { OpenFile.detach(file) }
@@ -63,10 +64,23 @@ extension FileSystem {
         }
     }
 
+    /// A truncating open clears set-user-id, and set-group-id with group execute, when the
+    /// caller lacks CAP_FSETID, as on the bare disk. With atomic O_TRUNC the kernel drops the
+    /// setattr that would ask for it, and the daemon's own truncate keeps the bits (it is root),
+    /// so the daemon clears them itself; a caller with uid 0 counts as having CAP_FSETID.
+    private func clearSetIDBitsOnTruncatingOpen(_ request: fuse_req_t, _ descriptor: Int32) throws(Errno) {
+        guard canChangeOwners, fuse_req_ctx(request)!.pointee.uid != 0 else { return }
+        let status = try Syscall.stat(descriptor)
+        guard (status.st_mode & S_IFMT) == S_IFREG else { return }
+        var mode = status.st_mode & 0o7777 & ~S_ISUID
+        if mode & (S_ISGID | S_IXGRP) == (S_ISGID | S_IXGRP) { mode &= ~S_ISGID }
+        if mode != status.st_mode & 0o7777 { try Syscall.changeMode(descriptor, mode) }
+    }
+
     func create(_ request: fuse_req_t, _ parentID: fuse_ino_t, _ name: UnsafePointer<CChar>, _ mode: mode_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
         do throws(Errno) {
             let parent = try node(parentID)
-            let descriptor = try Syscall.openAt(parent.descriptor.raw, name, backingFlags(file.pointee.flags) | O_CREAT, mode)
+            let descriptor = try createExclusively(parent, name, flags: backingFlags(file.pointee.flags), mode: mode)
             try giveToCaller(request, parent: parent, name: name, descriptor: descriptor.raw, mode: mode)
             var entry = try lookUp(parent, name)
             OpenFile(descriptor).attach(to: file)
@@ -77,6 +91,19 @@ extension FileSystem {
             }
         } catch {
             reply(request, error: error)
+        }
+    }
+
+    /// Creates the file with O_EXCL even when the caller did not ask for it: only a file the
+    /// daemon made here may be given to the caller. When the name exists after all (the kernel
+    /// trusted a negative entry while the backing changed behind the mount), ESTALE makes the
+    /// kernel look the name up again and open what is there with its own permission checks,
+    /// instead of the daemon (root) opening, and giving away, someone else's file.
+    private func createExclusively(_ parent: Node, _ name: UnsafePointer<CChar>, flags: Int32, mode: mode_t) throws(Errno) -> OwnedDescriptor {
+        do throws(Errno) {
+            return try Syscall.openAt(parent.descriptor.raw, name, flags | O_CREAT | O_EXCL, mode)
+        } catch .fileExists where flags & O_EXCL == 0 {
+            throw .staleNFSFileHandle
         }
     }
 

@@ -91,7 +91,11 @@ struct Mount: ParsableCommand {
     private func serve(_ paths: (backing: String, mountpoint: String), readyDescriptor: Int32?) -> ExitCode {
         var logger = Logger(label: "coordfs")
         logger.logLevel = logLevel
-        if readyDescriptor != nil { setsid() }
+        if let readyDescriptor {
+            setsid()
+            // Only the ready pipe is ours to keep; it is descriptor 3 (see Daemon.start).
+            Syscall.closeDescriptors(from: readyDescriptor + 1)
+        }
         let session: MountSession
         do {
             session = try MountSession(backing: paths.backing, mountpoint: paths.mountpoint, options: mountOptions, logger: logger)

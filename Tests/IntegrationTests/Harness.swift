@@ -137,6 +137,20 @@ final class Scratch {
         #expect(process.terminationStatus == 0, "the daemon exited with \(process.terminationStatus): \(errorText)", sourceLocation: sourceLocation)
     }
 
+    /// For tests that end the daemon themselves (by a signal): expects it to exit with `status`.
+    func expectDaemonExit(status: Int32, sourceLocation: SourceLocation = #_sourceLocation) {
+        guard let process = daemon else { return }
+        daemon = nil
+        let deadline = Date().addingTimeInterval(15)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning {
+            Issue.record("the daemon did not exit", sourceLocation: sourceLocation)
+            process.terminate()
+        }
+        process.waitUntilExit()
+        #expect(process.terminationStatus == status, "daemon exit status", sourceLocation: sourceLocation)
+    }
+
     deinit {
         if daemon != nil { unmount() }
         if isMounted(mountpoint) { _ = try? run(["umount", "-l", mountpoint]) }

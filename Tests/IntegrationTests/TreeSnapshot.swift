@@ -114,9 +114,11 @@ struct TreeSnapshot: Equatable, CustomStringConvertible {
 
 /// Runs `script` once in the mount and once in the plain directory, then expects the same
 /// status, output and errors (with the directory's own path masked) and the same tree.
+/// Returns both runs, for checks on what the script saw beyond parity.
+@discardableResult
 func expectParity(_ script: String, in scratch: Scratch, snapshot options: TreeSnapshot.Options = .init(),
                   user: (uid: UInt32, gid: UInt32)? = nil, compareTree: Bool = true,
-                  sourceLocation: SourceLocation = #_sourceLocation) throws {
+                  sourceLocation: SourceLocation = #_sourceLocation) throws -> (mount: CommandResult, plain: CommandResult) {
     let throughMount = try shell(script, in: scratch.mountpoint, user: user)
     let onPlain = try shell(script, in: scratch.plain, user: user)
     func masked(_ text: String, _ directory: String) -> String { text.replacingOccurrences(of: directory, with: "$DIR") }
@@ -125,9 +127,10 @@ func expectParity(_ script: String, in scratch: Scratch, snapshot options: TreeS
             "stdout differs:\nmount:\n\(throughMount.output)\nplain:\n\(onPlain.output)", sourceLocation: sourceLocation)
     #expect(masked(throughMount.errors, scratch.mountpoint) == masked(onPlain.errors, scratch.plain),
             "stderr differs:\nmount:\n\(throughMount.errors)\nplain:\n\(onPlain.errors)", sourceLocation: sourceLocation)
-    guard compareTree else { return }
+    guard compareTree else { return (throughMount, onPlain) }
     let mounted = try TreeSnapshot(of: scratch.mountpoint, options)
     let plain = try TreeSnapshot(of: scratch.plain, options)
     #expect(mounted == plain, "trees differ:\n\(mounted.difference(from: plain))", sourceLocation: sourceLocation)
     #expect(!mounted.entries.isEmpty || plain.entries.isEmpty, sourceLocation: sourceLocation)
+    return (throughMount, onPlain)
 }

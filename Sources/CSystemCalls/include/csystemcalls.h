@@ -24,6 +24,8 @@ enum {
 #define CSYS_UTIME_NOW 1073741823L
 #define CSYS_UTIME_OMIT 1073741822L
 
+/// Closes every descriptor from `first` on (close_range(2)); 0 or -1 with errno.
+int csys_close_from(unsigned int first);
 int csys_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
 int csys_fallocate(int fd, int mode, off_t offset, off_t length);
 ssize_t csys_copy_file_range(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t length, unsigned int flags);

@@ -219,6 +219,12 @@ public enum Syscall {
 
     // MARK: Process
 
+    /// Closes every descriptor numbered `first` or above: a daemon must not keep its
+    /// starter's pipes and sockets open (whoever waits for their end would wait forever).
+    public static func closeDescriptors(from first: Int32) {
+        _ = csys_close_from(UInt32(first))
+    }
+
     /// Raises the soft descriptor limit to the hard one: every node the kernel remembers holds one.
     public static func raiseDescriptorLimit() {
         var limit = rlimit()
