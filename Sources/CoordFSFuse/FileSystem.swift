@@ -17,6 +17,8 @@ public final class FileSystem: Sendable {
     let processDescriptors: OwnedDescriptor
     /// Whether the daemon may give created objects to their callers (it runs as root).
     let canChangeOwners: Bool
+    /// Set once by the session before the mount serves its first request, never changed after.
+    nonisolated(unsafe) var evictor: NodeEvictor?
 
     public init(backing: String, options: MountOptions, logger: Logger) throws(Errno) {
         let root = try Syscall.openAt(AT_FDCWD, backing, Linux.O_PATH | O_DIRECTORY)
@@ -50,6 +52,7 @@ public final class FileSystem: Sendable {
         let descriptor = try Syscall.openAt(parent.descriptor.raw, name, Linux.O_PATH | O_NOFOLLOW)
         let openedStatus = try Syscall.statOfPathDescriptor(descriptor.raw)
         let node = nodes.lookUp(openedStatus, descriptor: descriptor, parent: parent, name: nameString)
+        evictor?.noteGrowth(count: nodes.count)
         return entry(node, openedStatus)
     }
 

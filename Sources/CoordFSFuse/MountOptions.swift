@@ -20,5 +20,9 @@ public struct MountOptions: Sendable {
     /// One `/dev/fuse` descriptor per worker thread.
     public var cloneDevice = true
 
+    /// Nodes the kernel may keep at once before it is asked to forget some; each holds a
+    /// descriptor. Nil: three quarters of the descriptor limit.
+    public var maxNodes: Int?
+
     public init() {}
 }

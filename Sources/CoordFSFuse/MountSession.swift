@@ -37,8 +37,14 @@ public final class MountSession {
         }
         operations = FileSystem.makeOperations()
 
-        var mountOptions = ["default_permissions", "subtype=coordfs", "fsname=\(Self.escapeOption(backing))"]
-        if options.allowOther { mountOptions.append("allow_other") }
+        var mountOptions = ["subtype=coordfs", "fsname=\(Self.escapeOption(backing))"]
+        if options.allowOther {
+            // Other users reach the backing through a daemon that may be root: the kernel must
+            // check their permissions against the attributes we report. Without allow_other
+            // only the mounting user gets in, the backing checks its access as that user, and
+            // the kernel is spared a GETATTR of the parent after every change in a directory.
+            mountOptions += ["allow_other", "default_permissions"]
+        }
         let words = ["coordfs", "-o", mountOptions.joined(separator: ",")]
         arguments = .allocate(capacity: words.count + 1)
         for (index, word) in words.enumerated() { arguments[index] = strdup(word) }
@@ -46,10 +52,13 @@ public final class MountSession {
         var fuseArguments = fuse_args(argc: Int32(words.count), argv: arguments.baseAddress, allocated: 0)
         let userdata = Unmanaged.passUnretained(fileSystem).toOpaque()
         session = withUnsafePointer(to: &operations) { cfuse_session_new(&fuseArguments, $0, userdata) }
-        guard session != nil else {
+        guard let session else {
             freeArguments()
             throw MountFailure("libfuse could not create a session (see the message above)")
         }
+        // Room for open files besides the nodes' descriptors.
+        let maxNodes = options.maxNodes ?? Syscall.descriptorLimit() * 3 / 4
+        fileSystem.evictor = NodeEvictor(nodes: fileSystem.nodes, session: session, maxNodes: maxNodes)
     }
 
     deinit {
@@ -98,6 +107,7 @@ public final class MountSession {
         guard let session else { return 1 }
         let options = fileSystem.options
         let result = cfuse_session_loop_mt(session, options.cloneDevice ? 1 : 0, options.maxIdleThreads, options.maxThreads)
+        fileSystem.evictor?.stop()
         fuse_session_unmount(session)
         fuse_remove_signal_handlers(session)
         logger.info("unmounted", metadata: ["mountpoint": "\(mountpoint)"])

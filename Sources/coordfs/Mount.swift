@@ -48,6 +48,9 @@ struct Mount: ParsableCommand {
     @Option(help: ArgumentHelp("Worker threads at most.", valueName: "count"))
     var threads: UInt32 = 16
 
+    @Option(help: ArgumentHelp("Nodes the kernel may keep cached before it is asked to forget some (each holds a descriptor; default: three quarters of the descriptor limit).", valueName: "count"))
+    var maxNodes: Int?
+
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level"))
     var logLevel: Logger.Level = .notice
 
@@ -57,6 +60,7 @@ struct Mount: ParsableCommand {
     func validate() throws {
         guard attrTimeout >= 0, entryTimeout >= 0 else { throw ValidationError("timeouts cannot be negative") }
         guard threads >= 1 else { throw ValidationError("--threads must be at least 1") }
+        if let maxNodes, maxNodes < 64 { throw ValidationError("--max-nodes must be at least 64") }
     }
 
     var mountOptions: MountOptions {
@@ -69,6 +73,7 @@ struct Mount: ParsableCommand {
         options.splice = splice
         options.maxThreads = threads
         options.maxIdleThreads = min(threads, 8)
+        options.maxNodes = maxNodes
         return options
     }
 

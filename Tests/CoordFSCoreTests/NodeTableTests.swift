@@ -90,6 +90,20 @@ import Testing
         #expect(table.node(f.id) != nil, "an unlinked node lives while the kernel holds it")
     }
 
+    @Test func evictionPrefersFilesAndNeverTheRoot() throws {
+        run("mkdir d && echo x > d/f && echo y > g")
+        let table = try makeTable()
+        let d = try lookUp(table, table.root, "d")
+        _ = try lookUp(table, d, "f")
+        _ = try lookUp(table, table.root, "g")
+        let two = table.evictionCandidates(limit: 2)
+        #expect(Set(two.map(\.name)) == ["f", "g"])
+        let all = table.evictionCandidates(limit: 10)
+        #expect(all.map(\.name).last == "d")
+        #expect(all.count == 3)
+        #expect(!all.contains { $0.parent == 0 })
+    }
+
     @Test func concurrentLookupsOfOneFileMakeOneNode() async throws {
         run("echo x > shared")
         let table = try makeTable()

@@ -76,6 +76,8 @@ final class Scratch {
     var mountpoint: String { root + "/mnt" }
     var plain: String { root + "/plain" }
     private var daemon: Process?
+    /// The foreground daemon's process id while mounted.
+    var daemonID: Int32? { daemon?.processIdentifier }
     private var daemonErrors: Pipe?
 
     init() throws {

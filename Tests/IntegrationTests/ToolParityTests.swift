@@ -202,4 +202,25 @@ import Testing
                 """, in: scratch)
         }
     }
+
+    /// More files than the mount may keep nodes for: the kernel is asked to forget some, and
+    /// nothing fails with EMFILE (each node holds a descriptor; the limit is 20,000 here).
+    @Test func moreFilesThanTheNodeBudget() throws {
+        try withMount(["--max-nodes", "100"]) { scratch in
+            try expectParity("""
+                set -e
+                mkdir -p tree/a tree/b
+                for i in $(seq 1 1500); do echo "$i" > tree/a/f$i; done
+                for i in $(seq 1 300); do mkdir tree/b/d$i && echo "$i" > tree/b/d$i/g; done
+                find tree | wc -l && cat tree/a/f1 tree/a/f1500 tree/b/d7/g
+                mv tree/a tree/c && cat tree/c/f42 && du -s --apparent-size tree | cut -f1
+                rm -r tree/b && ls tree/c | wc -l
+                """, in: scratch)
+            // The budget holds: the daemon's descriptors stay near 100, not one per file seen.
+            let descriptors = { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(scratch.daemonID ?? 0)/fd").count) ?? 0 }
+            var waited = 0
+            while descriptors() > 150 && waited < 100 { usleep(20_000); waited += 1 }
+            #expect(descriptors() <= 150, "the daemon holds \(descriptors()) descriptors")
+        }
+    }
 }

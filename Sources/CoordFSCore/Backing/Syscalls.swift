@@ -225,11 +225,36 @@ public enum Syscall {
         _ = csys_close_from(UInt32(first))
     }
 
-    /// Raises the soft descriptor limit to the hard one: every node the kernel remembers holds one.
+    /// The soft limit on open descriptors.
+    public static func descriptorLimit() -> Int {
+        var limit = rlimit()
+        guard Glibc.getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
+        return Int(min(limit.rlim_cur, rlim_t(Int32.max)))
+    }
+
+    /// The decimal number at the start of a small file (a /proc or /sys setting).
+    static func readNumber(_ path: String) -> UInt64? {
+        guard let descriptor = try? openAt(AT_FDCWD, path, O_RDONLY) else { return nil }
+        var bytes = [UInt8](repeating: 0, count: 32)
+        let count = bytes.withUnsafeMutableBytes { Glibc.read(descriptor.raw, $0.baseAddress, $0.count) }
+        guard count > 0 else { return nil }
+        return UInt64(String(decoding: bytes[0..<count].prefix { $0 >= 48 && $0 <= 57 }, as: UTF8.self))
+    }
+
+    /// Raises the descriptor limit as far as the process may: every node the kernel remembers
+    /// holds one, so a tree of a million files needs a million. Root may lift the hard limit up
+    /// to the kernel's nr_open; others get their hard limit.
     public static func raiseDescriptorLimit() {
         var limit = rlimit()
         guard Glibc.getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        if Glibc.geteuid() == 0, let ceiling = readNumber("/proc/sys/fs/nr_open") {
+            limit.rlim_max = max(limit.rlim_max, rlim_t(ceiling))
+        }
         limit.rlim_cur = limit.rlim_max
-        _ = Glibc.setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        if Glibc.setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) != 0 {
+            _ = Glibc.getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+            limit.rlim_cur = limit.rlim_max
+            _ = Glibc.setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
     }
 }

@@ -164,6 +164,25 @@ public final class NodeTable: Sendable {
         }
     }
 
+    /// Up to `limit` names whose nodes the kernel could be asked to drop, files and symlinks
+    /// first (a directory's entry covers its whole cached subtree), never the root.
+    public func evictionCandidates(limit: Int) -> [(parent: UInt64, name: String)] {
+        state.withLock { state in
+            var files: [(parent: UInt64, name: String)] = []
+            var directories: [(parent: UInt64, name: String)] = []
+            for node in state.byID.values where node.id != NodeTable.rootID && !node.isUnlinked {
+                guard let parent = node.parent else { continue }
+                if node.isDirectory {
+                    if directories.count < limit { directories.append((parent.id, node.name)) }
+                } else {
+                    files.append((parent.id, node.name))
+                    if files.count == limit { break }
+                }
+            }
+            return Array((files + directories).prefix(limit))
+        }
+    }
+
     /// The kernel's lookup count of a node (for tests and status).
     public func lookupCount(of id: UInt64) -> UInt64? {
         state.withLock { $0.byID[id]?.lookupCount }
