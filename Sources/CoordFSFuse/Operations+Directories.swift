@@ -5,7 +5,7 @@ import SystemPackage
 
 /// An open directory stream. The kernel serialises readdir calls on one open directory,
 /// so the stream position and the entry held over between calls need no lock of their own.
-final class DirectoryHandle: @unchecked Sendable {
+final class DirectoryHandle: KernelHandle, @unchecked Sendable {
     let stream: OpaquePointer
     /// The offset the stream stands at, as the kernel counts it (telldir cookies).
     var offset: off_t = 0
@@ -18,21 +18,6 @@ final class DirectoryHandle: @unchecked Sendable {
 
     deinit {
         closedir(stream)
-    }
-
-    func attach(to file: UnsafeMutablePointer<fuse_file_info>) {
-        file.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(self).toOpaque()))
-    }
-
-    static func borrow(_ file: UnsafePointer<fuse_file_info>) -> DirectoryHandle? {
-        guard let pointer = UnsafeRawPointer(bitPattern: UInt(file.pointee.fh)) else { return nil }
-        return Unmanaged<DirectoryHandle>.fromOpaque(pointer).takeUnretainedValue()
-    }
-
-    static func detach(_ file: UnsafeMutablePointer<fuse_file_info>) {
-        guard let pointer = UnsafeRawPointer(bitPattern: UInt(file.pointee.fh)) else { return }
-        file.pointee.fh = 0
-        Unmanaged<DirectoryHandle>.fromOpaque(pointer).release()
     }
 }
 

@@ -5,32 +5,12 @@ import SystemPackage
 
 /// A file opened through the mount: the backing descriptor its reads and writes go to.
 ///
-/// Its address is the `fh` the kernel hands back with each request on the handle; the
-/// retain taken at open is given back at release. Sendable: immutable.
-final class OpenFile: Sendable {
+/// Sendable: immutable.
+final class OpenFile: KernelHandle, Sendable {
     let descriptor: OwnedDescriptor
 
     init(_ descriptor: consuming OwnedDescriptor) {
         self.descriptor = descriptor
-    }
-
-    /// Stores a retained reference in the request's file info.
-    func attach(to file: UnsafeMutablePointer<fuse_file_info>) {
-        file.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(self).toOpaque()))
-    }
-
-    /// The handle the kernel refers to, without taking ownership.
-    @inline(__always)
-    static func borrow(_ file: UnsafePointer<fuse_file_info>) -> OpenFile? {
-        guard let pointer = UnsafeRawPointer(bitPattern: UInt(file.pointee.fh)) else { return nil }
-        return Unmanaged<OpenFile>.fromOpaque(pointer).takeUnretainedValue()
-    }
-
-    /// Gives back the reference taken at open; the descriptor closes when the last user is done.
-    static func detach(_ file: UnsafeMutablePointer<fuse_file_info>) {
-        guard let pointer = UnsafeRawPointer(bitPattern: UInt(file.pointee.fh)) else { return }
-        file.pointee.fh = 0
-        Unmanaged<OpenFile>.fromOpaque(pointer).release()
     }
 }
 
