@@ -82,16 +82,28 @@ public final class FileSystem: Sendable {
     /// Runs `body` with "N", the name of the node's descriptor inside `/proc/self/fd`.
     @inline(__always)
     func withProcessName<R: ~Copyable>(of node: Node, _ body: (UnsafePointer<CChar>) throws(Errno) -> R) throws(Errno) -> R {
-        var digits: (UInt64, UInt64) = (0, 0) // 16 bytes: room for any Int32 and its NUL
-        return try withUnsafeMutableBytes(of: &digits) { (raw) throws(Errno) -> R in
+        try withDescriptorPath(node.descriptor.raw, prefix: "", body)
+    }
+
+    /// Writes `prefix` and the decimal descriptor number into a stack buffer (no allocation:
+    /// these run on every open and every xattr request) and runs `body` with it.
+    @inline(__always)
+    private func withDescriptorPath<R: ~Copyable>(_ descriptor: Int32, prefix: StaticString,
+                                                  _ body: (UnsafePointer<CChar>) throws(Errno) -> R) throws(Errno) -> R {
+        var storage: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0) // 32 bytes: "/proc/self/fd/" + 10 digits + NUL
+        return try withUnsafeMutableBytes(of: &storage) { (raw) throws(Errno) -> R in
             let buffer = raw.bindMemory(to: CChar.self)
-            var value = node.descriptor.raw
             var length = 0
-            var rest = value
-            repeat { length += 1; rest /= 10 } while rest > 0
-            buffer[length] = 0
-            var index = length - 1
+            prefix.withUTF8Buffer { bytes in
+                for byte in bytes { buffer[length] = CChar(bitPattern: byte); length += 1 }
+            }
+            var digits = 0
+            var rest = descriptor
+            repeat { digits += 1; rest /= 10 } while rest > 0
+            var value = descriptor
+            var index = length + digits - 1
             repeat { buffer[index] = CChar(48 + value % 10); value /= 10; index -= 1 } while value > 0
+            buffer[length + digits] = 0
             return try body(buffer.baseAddress!)
         }
     }
@@ -106,12 +118,7 @@ public final class FileSystem: Sendable {
 
     /// Runs `body` with the `/proc/self/fd/N` path of the node (for calls that take only paths).
     func withProcessPath<R>(of node: Node, _ body: (UnsafePointer<CChar>) throws(Errno) -> R) throws(Errno) -> R {
-        let path = "/proc/self/fd/\(node.descriptor.raw)"
-        var result: Result<R, Errno>
-        result = path.withCString { pointer in
-            do throws(Errno) { return .success(try body(pointer)) } catch { return .failure(error) }
-        }
-        return try result.get()
+        try withDescriptorPath(node.descriptor.raw, prefix: "/proc/self/fd/", body)
     }
 
     // MARK: Ownership of new objects
