@@ -9,17 +9,21 @@ let swiftSettings: [SwiftSetting] = [
 let argumentParser = Target.Dependency.product(name: "ArgumentParser", package: "swift-argument-parser")
 let logging = Target.Dependency.product(name: "Logging", package: "swift-log")
 let systemPackage = Target.Dependency.product(name: "SystemPackage", package: "swift-system")
+let nioCore = Target.Dependency.product(name: "NIOCore", package: "swift-nio")
+let nioPosix = Target.Dependency.product(name: "NIOPosix", package: "swift-nio")
 
 let package = Package(
     name: "coordfs",
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "coordfs", targets: ["coordfs"]),
+        .library(name: "CoordFSClient", targets: ["CoordFSClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
     ],
     targets: [
         // The libfuse shim: FUSE_USE_VERSION and static inline wrappers, nothing else.
@@ -41,9 +45,27 @@ let package = Package(
             dependencies: ["CFuse", "CoordFSCore", systemPackage, logging],
             swiftSettings: swiftSettings
         ),
+        // Wire types of the control socket and their line framing: shared by server and client.
+        .target(
+            name: "CoordFSProtocol",
+            swiftSettings: swiftSettings
+        ),
+        // The control socket server (SwiftNIO): sessions, routing to claims, events and presenters.
+        .target(
+            name: "CoordFSServer",
+            dependencies: ["CoordFSCore", "CoordFSProtocol", nioCore, nioPosix, logging],
+            swiftSettings: swiftSettings
+        ),
+        // The public Swift client library: knows the protocol, nothing of FUSE or the core.
+        .target(
+            name: "CoordFSClient",
+            dependencies: ["CoordFSProtocol", nioCore, nioPosix],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "coordfs",
-            dependencies: ["CoordFSFuse", "CoordFSCore", argumentParser, logging, systemPackage],
+            dependencies: ["CoordFSFuse", "CoordFSCore", "CoordFSServer", "CoordFSClient", "CoordFSProtocol",
+                           argumentParser, logging, systemPackage],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -52,8 +74,18 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "CoordFSProtocolTests",
+            dependencies: ["CoordFSProtocol"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "CoordFSServerTests",
+            dependencies: ["CoordFSServer", "CoordFSClient", "CoordFSProtocol", "CoordFSCore", nioCore, nioPosix, logging],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "IntegrationTests",
-            dependencies: ["CoordFSCore", systemPackage],
+            dependencies: ["CoordFSCore", "CoordFSClient", "CoordFSProtocol", systemPackage],
             swiftSettings: swiftSettings
         ),
     ]

@@ -1,0 +1,9 @@
+import Testing
+import CoordFSServer
+import CoordFSClient
+
+@Suite struct ServerInfoTests {
+    @Test func serverAndClientSpeakOneVersion() {
+        #expect(ControlServerInfo.protocolVersion == CoordFSClientInfo.protocolVersion)
+    }
+}
