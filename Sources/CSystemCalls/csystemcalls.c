@@ -6,6 +6,8 @@
 #include <sys/xattr.h>
 #include <linux/falloc.h>
 #include <sys/stat.h>
+#include <sys/ioctl.h>
+#include <linux/fs.h>
 
 // The header hard-codes Linux ABI values so that Swift can see them; keep them honest.
 _Static_assert(CSYS_AT_EMPTY_PATH == AT_EMPTY_PATH, "AT_EMPTY_PATH");
@@ -52,4 +54,24 @@ ssize_t csys_listxattr(const char *path, char *list, size_t size, int follow) {
 
 int csys_removexattr(const char *path, const char *name, int follow) {
     return follow ? removexattr(path, name) : lremovexattr(path, name);
+}
+
+ssize_t csys_fgetxattr(int fd, const char *name, void *value, size_t size) {
+    return fgetxattr(fd, name, value, size);
+}
+
+int csys_fsetxattr(int fd, const char *name, const void *value, size_t size, int flags) {
+    return fsetxattr(fd, name, value, size, flags);
+}
+
+ssize_t csys_flistxattr(int fd, char *list, size_t size) {
+    return flistxattr(fd, list, size);
+}
+
+int csys_fremovexattr(int fd, const char *name) {
+    return fremovexattr(fd, name);
+}
+
+int csys_ficlone(int dest_fd, int src_fd) {
+    return ioctl(dest_fd, FICLONE, src_fd);
 }

@@ -35,4 +35,14 @@ int csys_setxattr(const char *path, const char *name, const void *value, size_t 
 ssize_t csys_listxattr(const char *path, char *list, size_t size, int follow);
 int csys_removexattr(const char *path, const char *name, int follow);
 
+// The same on an open descriptor (not O_PATH: those carry no extended attributes).
+ssize_t csys_fgetxattr(int fd, const char *name, void *value, size_t size);
+int csys_fsetxattr(int fd, const char *name, const void *value, size_t size, int flags);
+ssize_t csys_flistxattr(int fd, char *list, size_t size);
+int csys_fremovexattr(int fd, const char *name);
+
+/// Makes `dest_fd` share `src_fd`'s extents (ioctl FICLONE, a reflink); 0 or -1 with errno.
+/// A wrapper because ioctl is variadic, which Swift cannot call.
+int csys_ficlone(int dest_fd, int src_fd);
+
 #endif

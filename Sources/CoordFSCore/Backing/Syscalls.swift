@@ -182,6 +182,14 @@ public enum Syscall {
         return try retrying { csys_copy_file_range(source, &sourceOffset, destination, &destinationOffset, length, flags) }
     }
 
+    /// Makes `destination` share `source`'s data extents (`ioctl(FICLONE)`, a reflink): a whole
+    /// copy in one call that costs no data blocks until either side is written. Filesystems
+    /// without reflinks refuse with EOPNOTSUPP (some with ENOTTY or EINVAL); across
+    /// filesystems it is EXDEV.
+    public static func cloneContents(of source: Int32, into destination: Int32) throws(Errno) {
+        _ = try retrying { csys_ficlone(destination, source) }
+    }
+
     public static func seek(_ fd: Int32, _ offset: off_t, whence: Int32) throws(Errno) -> off_t {
         let result = Glibc.lseek(fd, offset, whence)
         if result < 0 { throw Errno.current }
@@ -207,6 +215,25 @@ public enum Syscall {
         _ = try check(csys_removexattr(path, name, followLinks ? 1 : 0))
     }
 
+    // MARK: Extended attributes on open descriptors (copying a file's attributes to its temp)
+
+    public static func getExtendedAttribute(_ fd: Int32, _ name: UnsafePointer<CChar>, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+        try check(csys_fgetxattr(fd, name, buffer.baseAddress, buffer.count))
+    }
+
+    public static func setExtendedAttribute(_ fd: Int32, _ name: UnsafePointer<CChar>, _ value: UnsafeRawBufferPointer, flags: Int32) throws(Errno) {
+        _ = try check(csys_fsetxattr(fd, name, value.baseAddress, value.count, flags))
+    }
+
+    public static func listExtendedAttributes(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+        let base = buffer.baseAddress?.assumingMemoryBound(to: CChar.self)
+        return try check(csys_flistxattr(fd, base, buffer.count))
+    }
+
+    public static func removeExtendedAttribute(_ fd: Int32, _ name: UnsafePointer<CChar>) throws(Errno) {
+        _ = try check(csys_fremovexattr(fd, name))
+    }
+
     // MARK: Directories
 
     /// Opens a directory stream on a fresh descriptor for `directory` (so each stream has its own offset).
@@ -215,6 +242,20 @@ public enum Syscall {
         guard let stream = Glibc.fdopendir(fd.raw) else { throw Errno.current }
         _ = fd.release() // the stream owns it now
         return stream
+    }
+
+    /// The next entry of a directory stream, nil at its end. The entry stays valid until the
+    /// next read from, or the close of, the same stream.
+    public static func readDirectory(_ stream: OpaquePointer) throws(Errno) -> UnsafeMutablePointer<dirent>? {
+        Glibc.errno = 0
+        if let entry = Glibc.readdir(stream) { return entry }
+        if Glibc.errno != 0 { throw Errno.current }
+        return nil
+    }
+
+    /// Closes a stream from `openDirectoryStream`, and with it its descriptor.
+    public static func closeDirectoryStream(_ stream: OpaquePointer) {
+        Glibc.closedir(stream)
     }
 
     // MARK: Process

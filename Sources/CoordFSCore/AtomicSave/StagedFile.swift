@@ -1,0 +1,163 @@
+import Glibc
+import SystemPackage
+
+/// How much a commit waits for the disk before and after its rename.
+///
+/// Recommended default: `.file`. Without an fsync before the rename, ext4 (data=ordered with
+/// delayed allocation) and xfs may persist the rename before the temp's data blocks, and a
+/// crash then leaves the target empty or torn: the one thing atomic saves promise never to
+/// do. `.file` pays one fsync per commit, which keeps that promise. `.full` also syncs the
+/// directory after the rename, so that a commit reported done survives a power loss too
+/// (otherwise the old version may come back); it costs a second journal flush per commit and
+/// suits mail spools and the like. `.none` is for scratch data and benchmarks: a crash may
+/// leave a torn or empty file.
+public enum Durability: String, CaseIterable, Sendable {
+    /// Rename only.
+    case none
+    /// fsync the temp, then rename.
+    case file
+    /// fsync the temp, rename, fsync the directory.
+    case full
+
+    public static let recommended: Durability = .file
+
+    public var syncsFile: Bool { self != .none }
+    public var syncsDirectory: Bool { self == .full }
+}
+
+/// A hidden temp file beside the file it will replace: where the writes of an atomic save go
+/// until the commit renames it over its target.
+///
+/// Noncopyable: it owns the temp's descriptor, and exactly one owner decides whether the temp
+/// is committed or discarded. (A handle shared by several opens of the same path is the FUSE
+/// layer's to build around it; this type needs no sharing of its own.) Sendable: its fields
+/// are immutable, and the descriptor is only a number the kernel serialises calls on.
+///
+/// The temp lives in the same backing directory as its target, so the commit is one `rename`
+/// within one filesystem. Where that directory is, is told on each call (the target may have
+/// been renamed meanwhile); the temp is named by `name` inside it.
+public struct StagedFile: ~Copyable, Sendable {
+    /// The temp's name inside its directory (a `StagingName`).
+    public let name: String
+    /// A read-write descriptor of the temp. Reopen it through `/proc/self/fd` for other flags.
+    public let descriptor: OwnedDescriptor
+
+    init(name: String, descriptor: consuming OwnedDescriptor) {
+        self.name = name
+        self.descriptor = descriptor
+    }
+
+    /// Creates a temp in `directory` for a save.
+    ///
+    /// - Parameters:
+    ///   - target: a readable descriptor of the committed file being replaced, or nil when the
+    ///     save creates a new file. With a target, the temp gets its mode (set-id bits
+    ///     included), owner (when the daemon is root; otherwise its group where allowed) and
+    ///     extended attributes (ACLs and `security.*` included), and `owner` and `mode` are
+    ///     ignored.
+    ///   - copyContents: start as a copy of the target (an open without `O_TRUNC`), by reflink
+    ///     where the filesystem can, else `copy_file_range`, else reads and writes. False
+    ///     starts empty (an open with `O_TRUNC`); metadata is carried over all the same.
+    ///   - owner: a new file's owner, applied when the daemon runs as root.
+    ///   - mode: a new file's mode (the caller's umask already applied), set-id bits included.
+    ///     A directory with a default ACL decides the permission bits instead, as it would for
+    ///     any file created in it.
+    /// - Throws: the errno that stopped it (ENOSPC, EDQUOT, EIO...); no temp is left behind.
+    public static func stage(in directory: Int32, replacing target: Int32?, copyContents: Bool,
+                             owner: (uid_t, gid_t)?, mode: mode_t) throws(Errno) -> StagedFile {
+        // A copy starts private (0600) until it has the target's owner and mode; a new file is
+        // created with its permission bits so that a default ACL applies to them.
+        let initialMode = target == nil ? mode & 0o777 : 0o600
+        let staged = try create(in: directory, mode: initialMode, names: StagingName.make)
+        do throws(Errno) {
+            if let target {
+                let status = try Syscall.stat(target)
+                if copyContents { try ContentCopy.copy(from: target, to: staged.descriptor.raw) }
+                try MetadataCopy.carryOver(from: target, status: status, to: staged.descriptor.raw)
+            } else {
+                try MetadataCopy.apply(owner: owner, mode: mode, to: staged.descriptor.raw, in: directory)
+            }
+        } catch {
+            staged.discard(in: directory)
+            throw error
+        }
+        return staged
+    }
+
+    /// Creates an empty temp under a fresh name, drawing again when the name is taken.
+    static func create(in directory: Int32, mode: mode_t, names: () -> String) throws(Errno) -> StagedFile {
+        for _ in 0..<8 {
+            let name = names()
+            do throws(Errno) {
+                let descriptor = try Syscall.openAt(directory, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode)
+                return StagedFile(name: name, descriptor: descriptor)
+            } catch where error.rawValue == EEXIST {
+                continue
+            }
+        }
+        // Eight collisions of 64 random bits do not happen by chance: something else is wrong.
+        throw Errno(rawValue: EEXIST)
+    }
+
+    /// Replaces `targetName` in `directory` (where the temp is) with the temp, in one rename.
+    ///
+    /// - Throws: only when nothing changed in the backing (the fsync or the rename failed);
+    ///   the temp is still there then, to discard or to commit again.
+    /// - Returns: nil, or the error of the directory sync (`.full`) when it failed after the
+    ///   rename took effect: the new contents are in place but may not survive a power loss.
+    @discardableResult
+    public func commit(in directory: Int32, as targetName: String, durability: Durability) throws(Errno) -> Errno? {
+        try commit(from: directory, to: directory, as: targetName, durability: durability)
+    }
+
+    /// The same when the target now lives in another directory of the same filesystem than
+    /// the temp (its owner moved it); `.full` syncs both directories.
+    @discardableResult
+    public func commit(from stagingDirectory: Int32, to directory: Int32, as targetName: String,
+                       durability: Durability) throws(Errno) -> Errno? {
+        if durability.syncsFile {
+            try Syscall.synchronize(descriptor.raw, dataOnly: false)
+        }
+        try Syscall.rename(stagingDirectory, name, to: directory, targetName, flags: 0)
+        guard durability.syncsDirectory else { return nil }
+        do throws(Errno) {
+            try Self.synchronizeDirectory(directory)
+            if stagingDirectory != directory { try Self.synchronizeDirectory(stagingDirectory) }
+        } catch {
+            return error
+        }
+        return nil
+    }
+
+    /// Moves the temp, under the same name, from `directory` to `newDirectory` (same
+    /// filesystem): when the owner renames its pending file into another directory, the temp
+    /// follows it, and the directory it leaves can be removed.
+    public func move(from directory: Int32, to newDirectory: Int32) throws(Errno) {
+        try Syscall.rename(directory, name, to: newDirectory, name, flags: Linux.RENAME_NOREPLACE)
+    }
+
+    /// Removes the temp from `directory`; a temp already gone is fine. The target is untouched.
+    /// - Returns: nil, or the error unlink failed with (the next mount's recovery finds the temp).
+    @discardableResult
+    public func discard(in directory: Int32) -> Errno? {
+        do throws(Errno) {
+            try Syscall.unlink(at: directory, name, flags: 0)
+        } catch where error.rawValue == ENOENT {
+            return nil
+        } catch {
+            return error
+        }
+        return nil
+    }
+
+    /// fsync on a directory; descriptors opened `O_PATH` (how the node table holds directories)
+    /// cannot be synced, so those are reopened for reading first.
+    static func synchronizeDirectory(_ directory: Int32) throws(Errno) {
+        do throws(Errno) {
+            try Syscall.synchronize(directory, dataOnly: false)
+        } catch where error.rawValue == EBADF {
+            let readable = try Syscall.openAt(directory, ".", O_RDONLY | O_DIRECTORY)
+            try Syscall.synchronize(readable.raw, dataOnly: false)
+        }
+    }
+}

@@ -1,0 +1,78 @@
+/// The names coordfs keeps for itself in the backing: staged temp files and the recovery folder.
+///
+/// A temp name is `.coordfs-tmp-` followed by 16 random lowercase hex digits: 29 bytes
+/// whatever the target is called, so staging never runs into NAME_MAX, and nothing about
+/// the target (its name, its length, its encoding) leaks into the backing listing. The mount
+/// hides every reserved name (lookup answers ENOENT, readdir skips it) and refuses to create
+/// one, so a program on the mount can neither see nor clash with coordfs's own files.
+public enum StagingName {
+    /// Every temp name starts with this; the random part follows.
+    static let prefix: StaticString = ".coordfs-tmp-"
+    static let prefixLength = 13
+    static let randomDigits = 16
+    /// The length of every temp name, in bytes.
+    public static let length = prefixLength + randomDigits
+
+    /// The folder in the backing root where temp files left by a crash are moved at the next mount.
+    public static let recoveryFolder = recoveryFolderBytes.description
+    static let recoveryFolderBytes: StaticString = ".coordfs-recovery"
+
+    /// A fresh temp name with 64 random bits (from the system's random source): collisions
+    /// are left to O_EXCL, which makes the caller draw again.
+    public static func make() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return make(random: generator.next())
+    }
+
+    /// The temp name for a given random value (tests use it to force a collision).
+    static func make(random: UInt64) -> String {
+        let hex = String(random, radix: 16, uppercase: false)
+        return prefix.description + String(repeating: "0", count: randomDigits - hex.utf8.count) + hex
+    }
+
+    /// Whether `name` is exactly a temp name: the prefix, then 16 lowercase hex digits, nothing more.
+    public static func isStaging(_ name: some StringProtocol) -> Bool {
+        var index = 0
+        for byte in name.utf8 {
+            guard index < length, matches(byte, at: index) else { return false }
+            index += 1
+        }
+        return index == length
+    }
+
+    /// The same test on a NUL-terminated name, without allocating: it runs on every lookup and
+    /// every entry readdir passes through. It reads no further than the first mismatch, so a
+    /// short name never makes it read past its terminator.
+    @inline(__always)
+    public static func isStaging(_ name: UnsafePointer<CChar>) -> Bool {
+        for index in 0..<length {
+            guard matches(UInt8(bitPattern: name[index]), at: index) else { return false }
+        }
+        return name[length] == 0
+    }
+
+    /// Whether a name is hidden from (and may not be created through) the mount: temp names
+    /// in every directory, the recovery folder only in the root (elsewhere it is an ordinary name).
+    public static func isReserved(name: some StringProtocol, inRoot: Bool) -> Bool {
+        if inRoot && name == recoveryFolder { return true }
+        return isStaging(name)
+    }
+
+    /// `isReserved` on a NUL-terminated name, without allocating.
+    @inline(__always)
+    public static func isReserved(name: UnsafePointer<CChar>, inRoot: Bool) -> Bool {
+        if isStaging(name) { return true }
+        guard inRoot else { return false }
+        let expected = recoveryFolderBytes.utf8Start
+        let count = recoveryFolderBytes.utf8CodeUnitCount
+        for index in 0..<count where UInt8(bitPattern: name[index]) != expected[index] { return false }
+        return name[count] == 0
+    }
+
+    /// Whether `byte` may stand at `index` of a temp name (index below `length`).
+    @inline(__always)
+    static func matches(_ byte: UInt8, at index: Int) -> Bool {
+        if index < prefixLength { return byte == prefix.utf8Start[index] }
+        return (byte >= 0x30 && byte <= 0x39) || (byte >= 0x61 && byte <= 0x66) // 0-9, a-f
+    }
+}
