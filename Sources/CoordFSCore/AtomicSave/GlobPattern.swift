@@ -1,0 +1,164 @@
+/// A shell-style pattern for one path component: `*` (any run of characters, also none),
+/// `?` (one character), `[...]` (one character of a set: ranges `a-z`, negation with `!` or
+/// `^`, `]` first to include it), and `\` to take the next character literally. As fnmatch
+/// without flags, `*` also matches a leading dot. Characters are Unicode scalars, so `?`
+/// matches one letter of a non-ASCII name, not one byte of it.
+///
+/// Parsed once, matched many times (on every open for writing); matching is iterative with
+/// one backtrack point, so no pattern makes it take more than length × length steps.
+struct GlobPattern: Sendable, Equatable {
+    enum Token: Sendable, Equatable {
+        case literal(Unicode.Scalar)
+        case any                       // ?
+        case star                      // *
+        case set(ranges: [ClosedRange<Unicode.Scalar>], negated: Bool)
+
+        func matches(_ scalar: Unicode.Scalar) -> Bool {
+            switch self {
+            case .literal(let expected): return scalar == expected
+            case .any: return true
+            case .star: return true
+            case .set(let ranges, let negated): return ranges.contains { $0.contains(scalar) } != negated
+            }
+        }
+    }
+
+    let tokens: [Token]
+
+    init(_ text: some StringProtocol) {
+        let scalars = Array(text.unicodeScalars)
+        var tokens: [Token] = []
+        var index = 0
+        while index < scalars.count {
+            let scalar = scalars[index]
+            switch scalar {
+            case "*":
+                if tokens.last != .star { tokens.append(.star) } // ** within a name is *
+                index += 1
+            case "?":
+                tokens.append(.any)
+                index += 1
+            case "[":
+                if let (token, next) = Self.parseSet(scalars, from: index) {
+                    tokens.append(token)
+                    index = next
+                } else {
+                    tokens.append(.literal("[")) // unclosed: a plain bracket, as fnmatch takes it
+                    index += 1
+                }
+            case "\\" where index + 1 < scalars.count:
+                tokens.append(.literal(scalars[index + 1]))
+                index += 2
+            default:
+                tokens.append(.literal(scalar))
+                index += 1
+            }
+        }
+        self.tokens = tokens
+    }
+
+    /// Parses `[...]` starting at `start` (the `[`); nil when it is never closed.
+    private static func parseSet(_ scalars: [Unicode.Scalar], from start: Int) -> (Token, Int)? {
+        var index = start + 1
+        var negated = false
+        if index < scalars.count, scalars[index] == "!" || scalars[index] == "^" {
+            negated = true
+            index += 1
+        }
+        var ranges: [ClosedRange<Unicode.Scalar>] = []
+        var first = true
+        while index < scalars.count {
+            var low = scalars[index]
+            if low == "]" && !first {
+                return (.set(ranges: ranges, negated: negated), index + 1)
+            }
+            first = false
+            if low == "\\", index + 1 < scalars.count {
+                index += 1
+                low = scalars[index]
+            }
+            if index + 2 < scalars.count, scalars[index + 1] == "-", scalars[index + 2] != "]" {
+                var high = scalars[index + 2]
+                var end = index + 2
+                if high == "\\", end + 1 < scalars.count {
+                    end += 1
+                    high = scalars[end]
+                }
+                if low <= high { ranges.append(low...high) } // a reversed range matches nothing
+                index = end + 1
+            } else {
+                ranges.append(low...low)
+                index += 1
+            }
+        }
+        return nil
+    }
+
+    /// Whether the whole of `name` matches.
+    func matches(_ name: some StringProtocol) -> Bool {
+        let scalars = Array(name.unicodeScalars)
+        var t = 0, s = 0
+        var starToken = -1, starScalar = 0
+        while s < scalars.count {
+            if t < tokens.count, tokens[t] == .star {
+                starToken = t
+                starScalar = s
+                t += 1
+            } else if t < tokens.count, tokens[t].matches(scalars[s]) {
+                t += 1
+                s += 1
+            } else if starToken >= 0 {
+                // let the last star take one more character and retry from there
+                starScalar += 1
+                s = starScalar
+                t = starToken + 1
+            } else {
+                return false
+            }
+        }
+        while t < tokens.count, tokens[t] == .star { t += 1 }
+        return t == tokens.count
+    }
+}
+
+/// A pattern for whole mount paths: components separated by `/`, each a `GlobPattern`, where a
+/// component that is exactly `**` matches any number of directories (none included).
+/// A leading `/` is allowed and changes nothing: paths are always matched from the mount's root.
+struct PathPattern: Sendable, Equatable {
+    enum Part: Sendable, Equatable {
+        case component(GlobPattern)
+        case anyDepth
+    }
+
+    let parts: [Part]
+
+    init(_ text: some StringProtocol) {
+        parts = text.split(separator: "/", omittingEmptySubsequences: true).map { piece in
+            piece == "**" ? .anyDepth : .component(GlobPattern(piece))
+        }
+    }
+
+    func matches(_ components: [String]) -> Bool {
+        // Positions in the path each prefix of the pattern can stand at, advanced part by
+        // part: linear in parts × components, whatever the number of `**`.
+        var reachable = [Bool](repeating: false, count: components.count + 1)
+        reachable[0] = true
+        for part in parts {
+            var next = [Bool](repeating: false, count: components.count + 1)
+            switch part {
+            case .anyDepth:
+                var seen = false
+                for index in reachable.indices {
+                    seen = seen || reachable[index]
+                    next[index] = seen
+                }
+            case .component(let glob):
+                for index in components.indices where reachable[index] && glob.matches(components[index]) {
+                    next[index + 1] = true
+                }
+            }
+            reachable = next
+        }
+        return reachable[components.count]
+    }
+}
