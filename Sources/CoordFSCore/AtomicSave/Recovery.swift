@@ -121,11 +121,11 @@ private struct Walk {
                 continue
             }
             guard let parent = try descriptor(of: top) else { continue }
+            makeRoom()
             guard let child = try openSubdirectory(parent, next) else { continue }
             frames.append(Frame(name: next, identity: child.identity, descriptor: child.descriptor, pending: []))
             held += 1
             statistics.peakHeld = max(statistics.peakHeld, held)
-            keepWithinBudget()
             let components = frames.dropFirst().map(\.name)
             frames[frames.count - 1].pending = try scan(child.descriptor, components: components)
         }
@@ -215,10 +215,15 @@ private struct Walk {
     /// gets a suffix); nil when the entry cannot be moved (gone, or behind a bind mount).
     func rename(_ name: String, from directory: Int32, to destination: Int32) throws(Errno) -> String? {
         var candidate = name
+        var flags = Linux.RENAME_NOREPLACE
         for attempt in 1...100 {
             do throws(Errno) {
-                try Syscall.rename(directory, name, to: destination, candidate, flags: Linux.RENAME_NOREPLACE)
+                if flags == 0, (try? Syscall.stat(at: destination, candidate)) != nil { throw Errno(rawValue: EEXIST) }
+                try Syscall.rename(directory, name, to: destination, candidate, flags: flags)
                 return candidate
+            } catch where error.rawValue == EINVAL && flags != 0 {
+                flags = 0 // no RENAME_NOREPLACE on this filesystem: look before renaming (the tree is quiet)
+                continue
             } catch where error.rawValue == EEXIST {
                 candidate = "\(name).\(attempt)"
             } catch where error.rawValue == ENOENT || error.rawValue == EXDEV || error.rawValue == EBUSY {
@@ -268,18 +273,19 @@ private struct Walk {
             frames[index].pending = [] // moved or replaced while the walk was below it
             return nil
         }
+        makeRoom()
         frames[index].descriptor = opened.release()
         held += 1
         statistics.peakHeld = max(statistics.peakHeld, held)
-        keepWithinBudget()
         return frames[index].descriptor
     }
 
-    /// Closes the shallowest held descriptors (never the root's or the top's) until the
-    /// budget is kept: those are the directories the walk will come back to last.
-    mutating func keepWithinBudget() {
+    /// Before another directory is held: closes the shallowest held descriptors (never the
+    /// root's, never the top's) until there is room for one more within the budget. The
+    /// shallowest are the directories the walk comes back to last.
+    mutating func makeRoom() {
         var index = 1
-        while held > budget && index < frames.count - 1 {
+        while held >= budget && index < frames.count - 1 {
             close(index)
             index += 1
         }

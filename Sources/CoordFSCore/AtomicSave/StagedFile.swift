@@ -133,7 +133,13 @@ public struct StagedFile: ~Copyable, Sendable {
     /// filesystem): when the owner renames its pending file into another directory, the temp
     /// follows it, and the directory it leaves can be removed.
     public func move(from directory: Int32, to newDirectory: Int32) throws(Errno) {
-        try Syscall.rename(directory, name, to: newDirectory, name, flags: Linux.RENAME_NOREPLACE)
+        do throws(Errno) {
+            try Syscall.rename(directory, name, to: newDirectory, name, flags: Linux.RENAME_NOREPLACE)
+        } catch where error.rawValue == EINVAL {
+            // A filesystem without RENAME_NOREPLACE (older NFS, some FUSE backings): a temp
+            // name is never there already unless 64 random bits collided, so a plain rename.
+            try Syscall.rename(directory, name, to: newDirectory, name, flags: 0)
+        }
     }
 
     /// Removes the temp from `directory`; a temp already gone is fine. The target is untouched.

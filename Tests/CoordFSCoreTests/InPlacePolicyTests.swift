@@ -1,0 +1,92 @@
+import Testing
+@testable import CoordFSCore
+
+/// The in-place policy: default patterns, name and path patterns, `**`, and the size threshold.
+@Suite struct InPlacePolicyTests {
+    func path(_ text: String) -> MountPath { MountPath(text)! }
+
+    @Test func defaultsMatchDatabasesAndLogs() {
+        let policy = InPlacePolicy(patterns: InPlacePolicy.defaultPatterns, largerThan: nil)
+        for name in ["foo.db", "foo.db-wal", "foo.db-shm", "foo.db-journal", "x/y/app.log", "deep/a/b/c.sqlite",
+                     "c.sqlite3-wal", "data.mdb", "lock.mdb", "src/.main.c.swp", ".notes.swo", "vm/disk.qcow2",
+                     "var/system.journal", "analytics.duckdb.wal"] {
+            #expect(policy.isInPlace(path(name), size: 10), "\(name)")
+        }
+        for name in ["foo.dbx", "foo.db.bak", "db", "notes.txt", "logs", "app.log.1", "x/y/catalog", "main.swift",
+                     "foo.DB", "swp", "main.c.swp"] {
+            #expect(!policy.isInPlace(path(name), size: 10), "\(name)")
+        }
+        #expect(!policy.isInPlace(.root, size: 0))
+    }
+
+    @Test func defaultInitUsesDefaults() {
+        let policy = InPlacePolicy()
+        #expect(policy.patterns == InPlacePolicy.defaultPatterns)
+        #expect(policy.largerThan == InPlacePolicy.defaultLargerThan)
+        #expect(policy.isInPlace(path("a.db"), size: 0))
+        #expect(policy.isInPlace(path("movie.mkv"), size: (1 << 30) + 1))
+        #expect(!policy.isInPlace(path("movie.mkv"), size: 1 << 30))
+    }
+
+    @Test func nameWildcards() {
+        let policy = InPlacePolicy(patterns: ["data-??.bin", "[abc]*.tmp", "[!x]y", "report[0-9][0-9].csv", "lit\\*eral", "é?"],
+                                   largerThan: nil)
+        let yes = ["data-01.bin", "q/data-xy.bin", "a.tmp", "cxyz.tmp", "ay", "report42.csv", "lit*eral", "éé", "é1"]
+        let no = ["data-1.bin", "data-123.bin", "d.tmp", "xy", "report4x.csv", "literal", "litXeral", "é", "éab"]
+        for name in yes { #expect(policy.isInPlace(path(name), size: 0), "\(name)") }
+        for name in no { #expect(!policy.isInPlace(path(name), size: 0), "\(name)") }
+    }
+
+    @Test func globEdgeCases() {
+        #expect(GlobPattern("*").matches(""))
+        #expect(GlobPattern("*").matches(".hidden")) // as fnmatch without FNM_PERIOD
+        #expect(GlobPattern("a*b*c").matches("aXXbYYbZc"))
+        #expect(!GlobPattern("a*b*c").matches("aXXbYY"))
+        #expect(GlobPattern("**.log").matches("x.log")) // ** within a name is *
+        #expect(GlobPattern("[]]").matches("]"))
+        #expect(GlobPattern("[!]]").matches("a"))
+        #expect(!GlobPattern("[!]]").matches("]"))
+        #expect(GlobPattern("[a-]").matches("-"))
+        #expect(GlobPattern("[^a]").matches("b"))
+        #expect(GlobPattern("[unclosed").matches("[unclosed"))
+        #expect(!GlobPattern("[z-a]").matches("m"))
+        #expect(GlobPattern(String(repeating: "*a", count: 30)).matches(String(repeating: "a", count: 40)))
+        #expect(!GlobPattern(String(repeating: "*a", count: 30) + "b").matches(String(repeating: "a", count: 200)))
+    }
+
+    @Test func pathPatternsMatchTheWholePath() {
+        let policy = InPlacePolicy(patterns: ["data/**/*.bin", "/build/*", "**/cache/**", "exact/file.txt", "*/top.dat"],
+                                   largerThan: nil)
+        let yes = ["data/x.bin", "data/a/b/c/x.bin", "build/out", "cache", "cache/x", "a/b/cache/c/d",
+                   "exact/file.txt", "one/top.dat"]
+        let no = ["other/data/x.bin", "data/x.bim", "build/out/deeper", "build", "cached/x", "a/cachex/y",
+                  "exact/file.txt/no", "sub/exact/file.txt", "top.dat", "a/b/top.dat", "x.bin"]
+        for name in yes { #expect(policy.isInPlace(path(name), size: 0), "\(name)") }
+        for name in no { #expect(!policy.isInPlace(path(name), size: 0), "\(name)") }
+    }
+
+    @Test func doubleStarAtEitherEnd() {
+        #expect(PathPattern("**/x").matches(["x"]))
+        #expect(PathPattern("**/x").matches(["a", "b", "x"]))
+        #expect(!PathPattern("**/x").matches(["a", "x", "b"]))
+        #expect(PathPattern("x/**").matches(["x", "a", "b"]))
+        #expect(PathPattern("**").matches(["anything", "at", "all"]))
+        #expect(PathPattern("a/**/b/**/c").matches(["a", "b", "c"]))
+        #expect(PathPattern("a/**/b/**/c").matches(["a", "1", "b", "2", "3", "c"]))
+        #expect(!PathPattern("a/**/b/**/c").matches(["a", "1", "c"]))
+    }
+
+    @Test func sizeThreshold() {
+        let policy = InPlacePolicy(patterns: [], largerThan: 100)
+        #expect(!policy.isInPlace(path("f"), size: 0))
+        #expect(!policy.isInPlace(path("f"), size: 100))
+        #expect(policy.isInPlace(path("f"), size: 101))
+        let unlimited = InPlacePolicy(patterns: [], largerThan: nil)
+        #expect(!unlimited.isInPlace(path("f"), size: .max))
+    }
+
+    @Test func emptyPatternsAreIgnored() {
+        let policy = InPlacePolicy(patterns: ["", "/"], largerThan: nil)
+        #expect(!policy.isInPlace(path("anything"), size: 0))
+    }
+}
