@@ -1,4 +1,5 @@
 import CFuse
+import Dispatch
 import Glibc
 import Logging
 import CoordFSCore
@@ -19,6 +20,15 @@ public final class FileSystem: Sendable {
     let canChangeOwners: Bool
     /// Set once by the session before the mount serves its first request, never changed after.
     nonisolated(unsafe) var evictor: NodeEvictor?
+    nonisolated(unsafe) var notifier: KernelNotifier?
+    /// Claims every operation takes (DESIGN.md's table; Docs/LOCKING.md).
+    public let claims: ClaimTable
+    /// Thread-group ids, process trees and names of callers.
+    public let processes: ProcessFacts
+    /// Pending saves and page-cache readers of open files.
+    let activity = ActivityRegistry()
+    /// Runs operations whose claims were granted after a wait, off the thread that released them.
+    let claimWork = DispatchQueue(label: "coordfs.claim-work", attributes: .concurrent)
 
     public init(backing: String, options: MountOptions, logger: Logger) throws(Errno) {
         let root = try Syscall.openAt(AT_FDCWD, backing, Linux.O_PATH | O_DIRECTORY)
@@ -27,6 +37,13 @@ public final class FileSystem: Sendable {
         self.options = options
         self.logger = logger
         self.canChangeOwners = geteuid() == 0
+        let processes = ProcessFacts()
+        self.processes = processes
+        self.claims = ClaimTable(passesThrough: { holder, requester in
+            // A process in the tree of an explicit claim's owner passes through that claim.
+            guard case .client(_, let root) = holder, case .process(let pid) = requester else { return false }
+            return processes.isInTree(pid, rootedAt: root)
+        })
     }
 
     static func from(_ request: fuse_req_t) -> FileSystem {
@@ -42,14 +59,20 @@ public final class FileSystem: Sendable {
         return node
     }
 
+    func lookUp(_ parent: Node, _ name: String) throws(Errno) -> fuse_entry_param {
+        try name.withCString { (name) -> Result<fuse_entry_param, Errno> in
+            Result { () throws(Errno) -> fuse_entry_param in try lookUp(parent, name) }
+        }.get()
+    }
+
     /// Looks `name` up in `parent` and counts one kernel lookup of the result.
     func lookUp(_ parent: Node, _ name: UnsafePointer<CChar>) throws(Errno) -> fuse_entry_param {
         let nameString = String(cString: name)
-        let status = try Syscall.stat(at: parent.descriptor.raw, name)
+        let status = try Syscall.stat(at: parent.directory, name)
         if let existing = nodes.lookUpExisting(FileIdentity(status), parent: parent, name: nameString) {
             return entry(existing, status)
         }
-        let descriptor = try Syscall.openAt(parent.descriptor.raw, name, Linux.O_PATH | O_NOFOLLOW)
+        let descriptor = try Syscall.openAt(parent.directory, name, Linux.O_PATH | O_NOFOLLOW)
         let openedStatus = try Syscall.statOfPathDescriptor(descriptor.raw)
         let node = nodes.lookUp(openedStatus, descriptor: descriptor, parent: parent, name: nameString)
         evictor?.noteGrowth(count: nodes.count)
@@ -61,7 +84,7 @@ public final class FileSystem: Sendable {
         entry.ino = fuse_ino_t(node.id)
         entry.generation = 0
         entry.attr = status
-        entry.attr_timeout = options.attributeTimeout
+        entry.attr_timeout = activity.needsFreshAttributes(node) ? 0 : options.attributeTimeout
         entry.entry_timeout = options.entryTimeout
         return entry
     }
@@ -74,7 +97,7 @@ public final class FileSystem: Sendable {
     }
 
     func attributes(of node: Node) throws(Errno) -> stat {
-        try Syscall.statOfPathDescriptor(node.descriptor.raw)
+        try node.withDescriptor { (descriptor) throws(Errno) -> stat in try Syscall.statOfPathDescriptor(descriptor) }
     }
 
     // MARK: Reopening nodes
@@ -82,13 +105,13 @@ public final class FileSystem: Sendable {
     /// Runs `body` with "N", the name of the node's descriptor inside `/proc/self/fd`.
     @inline(__always)
     func withProcessName<R: ~Copyable>(of node: Node, _ body: (UnsafePointer<CChar>) throws(Errno) -> R) throws(Errno) -> R {
-        try withDescriptorPath(node.descriptor.raw, prefix: "", body)
+        try node.withDescriptor { (descriptor) throws(Errno) -> R in try withDescriptorPath(descriptor, prefix: "", body) }
     }
 
     /// Writes `prefix` and the decimal descriptor number into a stack buffer (no allocation:
     /// these run on every open and every xattr request) and runs `body` with it.
     @inline(__always)
-    private func withDescriptorPath<R: ~Copyable>(_ descriptor: Int32, prefix: StaticString,
+    func withDescriptorPath<R: ~Copyable>(_ descriptor: Int32, prefix: StaticString,
                                                   _ body: (UnsafePointer<CChar>) throws(Errno) -> R) throws(Errno) -> R {
         var storage: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0) // 32 bytes: "/proc/self/fd/" + 10 digits + NUL
         return try withUnsafeMutableBytes(of: &storage) { (raw) throws(Errno) -> R in
@@ -110,36 +133,46 @@ public final class FileSystem: Sendable {
 
     /// Opens the node's backing object afresh with `flags` (works for unlinked files too).
     func reopen(_ node: Node, flags: Int32) throws(Errno) -> OwnedDescriptor {
+        try node.withDescriptor { (descriptor) throws(Errno) -> OwnedDescriptor in try reopen(descriptor: descriptor, flags: flags) }
+    }
+
+    /// Opens the object behind one of our descriptors afresh with `flags`, through /proc/self/fd.
+    func reopen(descriptor: Int32, flags: Int32) throws(Errno) -> OwnedDescriptor {
         let directory = processDescriptors.raw
-        return try withProcessName(of: node) { (name) throws(Errno) -> OwnedDescriptor in
+        return try withDescriptorPath(descriptor, prefix: "") { (name) throws(Errno) -> OwnedDescriptor in
             try Syscall.openAt(directory, name, flags & ~O_NOFOLLOW)
         }
     }
 
     /// Runs `body` with the `/proc/self/fd/N` path of the node (for calls that take only paths).
     func withProcessPath<R>(of node: Node, _ body: (UnsafePointer<CChar>) throws(Errno) -> R) throws(Errno) -> R {
-        try withDescriptorPath(node.descriptor.raw, prefix: "/proc/self/fd/", body)
+        try node.withDescriptor { (descriptor) throws(Errno) -> R in try withDescriptorPath(descriptor, prefix: "/proc/self/fd/", body) }
+    }
+
+    /// Names the mount keeps for itself (staged temps, the recovery folder) cannot be created.
+    func refuseReservedName(_ parent: Node, _ name: UnsafePointer<CChar>) throws(Errno) {
+        if StagingName.isReserved(name: name, inRoot: parent.id == NodeTable.rootID) { throw .notPermitted }
     }
 
     // MARK: Ownership of new objects
 
     /// Gives an object the daemon just created to the calling user, as a local filesystem
     /// would have: the caller's uid, and its gid unless the parent directory is setgid.
-    func giveToCaller(_ request: fuse_req_t, parent: Node, name: UnsafePointer<CChar>, descriptor: Int32? = nil, mode: mode_t) throws(Errno) {
+    func giveToCaller(_ request: fuse_req_t, parent: Node, name: String, descriptor: Int32? = nil, mode: mode_t) throws(Errno) {
         guard canChangeOwners else { return }
         let caller = fuse_req_ctx(request)!.pointee
         if caller.uid == 0 && caller.gid == 0 { return }
-        let parentStatus = try Syscall.statOfPathDescriptor(parent.descriptor.raw)
+        let parentStatus = try Syscall.statOfPathDescriptor(parent.directory)
         let gid = (parentStatus.st_mode & S_ISGID) != 0 ? gid_t.max : caller.gid
         if let descriptor {
             try Syscall.changeOwner(descriptor, caller.uid, gid)
         } else {
-            try Syscall.changeOwner(at: parent.descriptor.raw, name, caller.uid, gid, flags: AT_SYMLINK_NOFOLLOW)
+            try Syscall.changeOwner(at: parent.directory, name, caller.uid, gid, flags: AT_SYMLINK_NOFOLLOW)
         }
         // chown clears set-id bits on regular files; put back what the caller asked for.
         if (mode & S_IFMT) == S_IFREG, (mode & (S_ISUID | S_ISGID)) != 0 {
             if let descriptor { try Syscall.changeMode(descriptor, mode & ~S_IFMT) }
-            else { try Syscall.changeMode(at: parent.descriptor.raw, name, mode & ~S_IFMT) }
+            else { try Syscall.changeMode(at: parent.directory, name, mode & ~S_IFMT) }
         }
     }
 }

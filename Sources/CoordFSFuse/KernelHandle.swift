@@ -19,8 +19,13 @@ extension KernelHandle {
 
     /// Gives back the reference taken at attach; the handle goes when its last user is done.
     static func detach(_ file: UnsafeMutablePointer<fuse_file_info>) {
-        guard let pointer = UnsafeRawPointer(bitPattern: UInt(file.pointee.fh)) else { return }
+        _ = take(file)
+    }
+
+    /// Takes back the reference taken at attach, for a last use before it goes.
+    static func take(_ file: UnsafeMutablePointer<fuse_file_info>) -> Self? {
+        guard let pointer = UnsafeRawPointer(bitPattern: UInt(file.pointee.fh)) else { return nil }
         file.pointee.fh = 0
-        Unmanaged<Self>.fromOpaque(pointer).release()
+        return Unmanaged<Self>.fromOpaque(pointer).takeRetainedValue()
     }
 }

@@ -1,3 +1,5 @@
+import CoordFSCore
+
 /// What a mount is asked to do; filled by the command line, read by the session and operations.
 public struct MountOptions: Sendable {
     /// How long the kernel may trust an attribute reply, in seconds. Everything that changes
@@ -23,6 +25,17 @@ public struct MountOptions: Sendable {
     /// Nodes the kernel may keep at once before it is asked to forget some; each holds a
     /// descriptor. Nil: three quarters of the descriptor limit.
     public var maxNodes: Int?
+
+    /// How long an operation waits for a conflicting claim before it fails with EBUSY. Long
+    /// enough for a program to finish an ordinary save of a large file; short enough that a
+    /// stuck holder shows up as an error rather than a hang.
+    public var claimTimeout: Duration = .seconds(30)
+    /// Opens for reading hold a read claim until their last release (writers wait for readers).
+    public var strictReads = false
+    /// What a commit syncs before and after its rename.
+    public var durability: Durability = .file
+    /// Files written in place instead of through a staged temp.
+    public var inPlace = InPlacePolicy(patterns: InPlacePolicy.defaultPatterns, largerThan: InPlacePolicy.defaultLargerThan)
 
     public init() {}
 }

@@ -36,6 +36,7 @@ public final class MountSession {
             throw MountFailure("cannot open the backing directory \(backing): \(error)")
         }
         operations = FileSystem.makeOperations()
+        Self.recoverLeftovers(fileSystem, logger: logger)
 
         var mountOptions = ["subtype=coordfs", "fsname=\(Self.escapeOption(backing))"]
         if options.allowOther {
@@ -59,6 +60,19 @@ public final class MountSession {
         // Room for open files besides the nodes' descriptors.
         let maxNodes = options.maxNodes ?? Syscall.descriptorLimit() * 3 / 4
         fileSystem.evictor = NodeEvictor(nodes: fileSystem.nodes, session: session, maxNodes: maxNodes)
+        fileSystem.notifier = KernelNotifier(session: session)
+    }
+
+    /// Moves temps a crash left in the backing to the recovery folder, before anyone can open
+    /// the files they were saving; committed files are untouched.
+    private static func recoverLeftovers(_ fileSystem: FileSystem, logger: Logger) {
+        do throws(Errno) {
+            for file in try Recovery.sweep(backingRoot: fileSystem.nodes.root.directory) {
+                logger.warning("recovered an unfinished save from an earlier run", metadata: ["file": "\(file)"])
+            }
+        } catch {
+            logger.error("could not sweep the backing for unfinished saves", metadata: ["error": "\(error)"])
+        }
     }
 
     deinit {
@@ -108,6 +122,7 @@ public final class MountSession {
         let options = fileSystem.options
         let result = cfuse_session_loop_mt(session, options.cloneDevice ? 1 : 0, options.maxIdleThreads, options.maxThreads)
         fileSystem.evictor?.stop()
+        fileSystem.notifier?.drain()
         fuse_session_unmount(session)
         fuse_remove_signal_handlers(session)
         logger.info("unmounted", metadata: ["mountpoint": "\(mountpoint)"])

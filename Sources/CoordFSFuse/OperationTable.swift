@@ -39,6 +39,7 @@ extension FileSystem {
         ops.open = { request, id, file in FileSystem.from(request!).open(request!, id, file!) }
         ops.read = { request, _, size, offset, file in FileSystem.from(request!).read(request!, size, offset, file!) }
         ops.write_buf = { request, _, buffers, offset, file in FileSystem.from(request!).writeBuffer(request!, buffers!, offset, file!) }
+        ops.flush = { request, _, file in FileSystem.from(request!).flush(request!, file!) }
         ops.release = { request, _, file in FileSystem.from(request!).release(request!, file!) }
         ops.fsync = { request, _, dataOnly, file in FileSystem.from(request!).fsync(request!, dataOnly != 0, file!) }
         ops.opendir = { request, id, file in FileSystem.from(request!).opendir(request!, id, file!) }
@@ -80,7 +81,10 @@ extension FileSystem {
         ask(FUSE_CAP_PARALLEL_DIROPS, true)
         ask(FUSE_CAP_AUTO_INVAL_DATA, true)
         ask(FUSE_CAP_ASYNC_READ, true)
-        ask(FUSE_CAP_ATOMIC_O_TRUNC, true)
+        // Off: with it the kernel zeroes the inode's size for every reader when a writer opens
+        // with O_TRUNC; without it the truncation comes as a setattr whose reply we control,
+        // so readers of the committed version keep its size while the owner's save is pending.
+        ask(FUSE_CAP_ATOMIC_O_TRUNC, false)
         ask(FUSE_CAP_CACHE_SYMLINKS, options.keepPageCache)
         connection.pointee.want = wanted
         connection.pointee.time_gran = 1

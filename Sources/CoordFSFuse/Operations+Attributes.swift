@@ -5,10 +5,20 @@ import SystemPackage
 
 // Lookups, forgets and attributes: the operations that name no data.
 
+/// A copy of the attributes a setattr asks for, for use after the callback returned.
+struct StatCopy: @unchecked Sendable {
+    let value: stat
+}
+
 extension FileSystem {
-    func lookup(_ request: fuse_req_t, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>) {
+    func lookup(_ request: fuse_req_t, _ parentID: fuse_ino_t, _ name: UnsafePointer<CChar>) {
         do throws(Errno) {
-            var entry = try lookUp(try node(parent), name)
+            let parent = try node(parentID)
+            if StagingName.isReserved(name: name, inRoot: parent.id == NodeTable.rootID) { throw .noSuchFileOrDirectory }
+            if activity.hasPendingNames, let save = activity.pendingSave(PendingName(directory: parent.id, name: String(cString: name))) {
+                return try replyPendingLookup(request, parent, name, save)
+            }
+            var entry = try lookUp(parent, name)
             fuse_reply_entry(request, &entry)
         } catch .noSuchFileOrDirectory {
             var entry = negativeEntry()
@@ -18,84 +28,197 @@ extension FileSystem {
         }
     }
 
+    /// A name with a pending save that has not committed yet: its owner sees the pending file,
+    /// everyone else what the backing has. Nothing is cached, so the kernel asks again for
+    /// every caller until the commit.
+    private func replyPendingLookup(_ request: fuse_req_t, _ parent: Node, _ name: UnsafePointer<CChar>, _ save: Save) throws(Errno) {
+        if save.owner == owner(of: request), let node = nodes.lookUpExisting(save.node.identity, parent: parent, name: String(cString: name)) {
+            var entry = entry(node, try Syscall.stat(save.current.raw))
+            entry.entry_timeout = 0
+            entry.attr_timeout = 0
+            fuse_reply_entry(request, &entry)
+            return
+        }
+        do throws(Errno) {
+            var entry = try lookUp(parent, name)
+            entry.entry_timeout = 0
+            entry.attr_timeout = 0
+            fuse_reply_entry(request, &entry)
+        } catch .noSuchFileOrDirectory {
+            reply(request, error: .noSuchFileOrDirectory) // an error reply leaves no negative entry behind
+        }
+    }
+
     func forget(_ id: fuse_ino_t, _ count: UInt64) {
         nodes.forget(UInt64(id), count: count)
     }
 
     func getattr(_ request: fuse_req_t, _ id: fuse_ino_t, _ file: UnsafeMutablePointer<fuse_file_info>?) {
         do throws(Errno) {
-            var status: stat
-            if let file, let handle = OpenFile.borrow(file) {
-                status = try Syscall.stat(handle.descriptor.raw)
-            } else {
-                status = try attributes(of: try node(id))
+            let node = try node(id)
+            if let file, let handle = OpenFile.borrow(file), node.isRegularFile {
+                // The kernel asks on behalf of an open file (before it reads through the page
+                // cache): the size of the version that handle reads.
+                let readable = handle.readable
+                var status = try withExtendedLifetime(readable) { () throws(Errno) -> stat in try Syscall.stat(readable.raw) }
+                fuse_reply_attr(request, &status, activity.needsFreshAttributes(node) ? 0 : options.attributeTimeout)
+                return
             }
-            fuse_reply_attr(request, &status, options.attributeTimeout)
+            if activity.hasSaves, let save = activity.save(of: node) {
+                // While a save is pending its owner and everyone else see different attributes,
+                // so the kernel must not cache either.
+                var status = try savedAttributes(save, for: request)
+                fuse_reply_attr(request, &status, 0)
+                return
+            }
+            var status = try attributes(of: node)
+            fuse_reply_attr(request, &status, activity.needsFreshAttributes(node) ? 0 : options.attributeTimeout)
         } catch {
             reply(request, error: error)
         }
     }
 
+    /// Attributes of a file with a pending save: the owner's version for its owner, the
+    /// committed one for everyone else (who do not see a file that was never committed).
+    private func savedAttributes(_ save: Save, for request: fuse_req_t) throws(Errno) -> stat {
+        let requester = owner(of: request)
+        if save.owner == requester {
+            let current = save.current
+            var status = try withExtendedLifetime(current) { () throws(Errno) -> stat in try Syscall.stat(current.raw) }
+            if save.target.exists, activity.hasCachedReaders(save.node, besides: requester) {
+                // The kernel keeps one size per inode and clamps page-cache reads to it: while
+                // readers of the committed version read through the cache, the size the kernel
+                // hears stays the committed one (the owner's reads and writes are unaffected).
+                let committed = try attributes(of: save.node)
+                status.st_size = committed.st_size
+                status.st_blocks = committed.st_blocks
+            }
+            return status
+        }
+        if !save.target.exists { throw .noSuchFileOrDirectory }
+        return try attributes(of: save.node)
+    }
+
     func setattr(_ request: fuse_req_t, _ id: fuse_ino_t, _ wanted: UnsafeMutablePointer<stat>, _ fields: Int32, _ file: UnsafeMutablePointer<fuse_file_info>?) {
-        do throws(Errno) {
-            let node = try node(id)
-            let handle = file.flatMap { OpenFile.borrow($0) }
-            let wanted = wanted.pointee
-
-            if fields & FUSE_SET_ATTR_MODE != 0 {
-                if let handle {
-                    try Syscall.changeMode(handle.descriptor.raw, wanted.st_mode)
-                } else {
-                    let directory = processDescriptors.raw
-                    try withProcessName(of: node) { (name) throws(Errno) in
-                        try Syscall.changeMode(at: directory, name, wanted.st_mode)
+        let node: Node
+        do throws(Errno) { node = try self.node(id) } catch { return reply(request, error: error) }
+        let handle = file.flatMap { OpenFile.borrow($0) }
+        let wanted = StatCopy(value: wanted.pointee)
+        let path = nodes.path(of: node)
+        let pending = PendingRequest(raw: request)
+        withClaims(request, path.map { [ClaimRequest($0, .write)] } ?? []) { [self] grant in
+            defer { if let grant { claims.release(grant) } }
+            do throws(Errno) {
+                let origin = origin(of: pending.raw)
+                var save = handle?.save
+                if save == nil, let pendingSave = activity.save(of: node), pendingSave.owner == owner(of: pending.raw) { save = pendingSave }
+                var status: stat
+                if let save {
+                    try changeAttributes(through: save, wanted.value, fields)
+                    // The kernel applies the reply's size to the inode everyone shares: keep the
+                    // committed size there (the owner's own stat asks again and gets its own).
+                    if save.target.exists {
+                        status = try attributes(of: node)
+                    } else {
+                        let current = save.current
+                        status = try withExtendedLifetime(current) { () throws(Errno) -> stat in try Syscall.stat(current.raw) }
                     }
-                }
-            }
-            if fields & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) != 0 {
-                let uid = fields & FUSE_SET_ATTR_UID != 0 ? wanted.st_uid : uid_t.max
-                let gid = fields & FUSE_SET_ATTR_GID != 0 ? wanted.st_gid : gid_t.max
-                try Syscall.changeOwner(at: node.descriptor.raw, "", uid, gid, flags: Linux.AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)
-            }
-            if fields & FUSE_SET_ATTR_SIZE != 0 {
-                if let handle {
-                    try Syscall.truncate(handle.descriptor.raw, wanted.st_size)
                 } else {
-                    let writable = try reopen(node, flags: O_WRONLY)
-                    try Syscall.truncate(writable.raw, wanted.st_size)
+                    try changeAttributes(of: node, handle: handle, wanted.value, fields)
+                    if let handle { status = try Syscall.stat(handle.readable.raw) } else { status = try attributes(of: node) }
                 }
-            }
-            if fields & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME) != 0 {
-                let omit = timespec(tv_sec: 0, tv_nsec: Linux.UTIME_OMIT)
-                let now = timespec(tv_sec: 0, tv_nsec: Linux.UTIME_NOW)
-                var accessTime = omit
-                var modificationTime = omit
-                if fields & FUSE_SET_ATTR_ATIME_NOW != 0 { accessTime = now }
-                else if fields & FUSE_SET_ATTR_ATIME != 0 { accessTime = wanted.st_atim }
-                if fields & FUSE_SET_ATTR_MTIME_NOW != 0 { modificationTime = now }
-                else if fields & FUSE_SET_ATTR_MTIME != 0 { modificationTime = wanted.st_mtim }
-                if let handle {
-                    try Syscall.setTimes(handle.descriptor.raw, (accessTime, modificationTime))
-                } else {
-                    try Syscall.setTimes(at: node.descriptor.raw, "", (accessTime, modificationTime), flags: Linux.AT_EMPTY_PATH)
+                let onlySize = fields & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_CTIME) == 0
+                if save == nil {
+                    publish(onlySize ? .changed : .attributes, origin: origin, path: path, isDirectory: node.isDirectory,
+                            size: node.isRegularFile ? Int64(status.st_size) : nil)
                 }
+                fuse_reply_attr(pending.raw, &status, save == nil ? options.attributeTimeout : 0)
+            } catch {
+                reply(pending.raw, error: error)
             }
+        }
+    }
 
-            var status: stat
-            if let handle {
-                status = try Syscall.stat(handle.descriptor.raw)
-            } else {
-                status = try attributes(of: node)
+    /// Applies a setattr to a file with a pending save, as its owner: the size through the save
+    /// (staging it), the rest on whatever the owner reads now (they commit with it).
+    private func changeAttributes(through save: Save, _ wanted: stat, _ fields: Int32) throws(Errno) {
+        if fields & FUSE_SET_ATTR_SIZE != 0 {
+            try save.change(truncating: wanted.st_size == 0, reopen: reopen(descriptor:flags:)) { (descriptor) throws(Errno) in
+                try Syscall.truncate(descriptor, wanted.st_size)
             }
-            fuse_reply_attr(request, &status, options.attributeTimeout)
-        } catch {
-            reply(request, error: error)
+        }
+        let current = save.current
+        try withExtendedLifetime(current) { () throws(Errno) in
+            try changeMetadata(current.raw, wanted, fields)
+        }
+    }
+
+    /// Mode, owner and times on an open descriptor.
+    private func changeMetadata(_ descriptor: Int32, _ wanted: stat, _ fields: Int32) throws(Errno) {
+        if fields & FUSE_SET_ATTR_MODE != 0 { try Syscall.changeMode(descriptor, wanted.st_mode) }
+        if fields & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) != 0 {
+            try Syscall.changeOwner(descriptor, fields & FUSE_SET_ATTR_UID != 0 ? wanted.st_uid : uid_t.max,
+                                    fields & FUSE_SET_ATTR_GID != 0 ? wanted.st_gid : gid_t.max)
+        }
+        if fields & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME) != 0 {
+            try Syscall.setTimes(descriptor, requestedTimes(wanted, fields))
+        }
+    }
+
+    private func requestedTimes(_ wanted: stat, _ fields: Int32) -> (timespec, timespec) {
+        let omit = timespec(tv_sec: 0, tv_nsec: Linux.UTIME_OMIT)
+        let now = timespec(tv_sec: 0, tv_nsec: Linux.UTIME_NOW)
+        var accessTime = omit
+        var modificationTime = omit
+        if fields & FUSE_SET_ATTR_ATIME_NOW != 0 { accessTime = now }
+        else if fields & FUSE_SET_ATTR_ATIME != 0 { accessTime = wanted.st_atim }
+        if fields & FUSE_SET_ATTR_MTIME_NOW != 0 { modificationTime = now }
+        else if fields & FUSE_SET_ATTR_MTIME != 0 { modificationTime = wanted.st_mtim }
+        return (accessTime, modificationTime)
+    }
+
+    /// Applies a setattr to the committed object (no save in progress for the caller).
+    private func changeAttributes(of node: Node, handle: OpenFile?, _ wanted: stat, _ fields: Int32) throws(Errno) {
+        if fields & FUSE_SET_ATTR_MODE != 0 {
+            if let handle {
+                try Syscall.changeMode(handle.readable.raw, wanted.st_mode)
+            } else {
+                let directory = processDescriptors.raw
+                try withProcessName(of: node) { (name) throws(Errno) in
+                    try Syscall.changeMode(at: directory, name, wanted.st_mode)
+                }
+            }
+        }
+        if fields & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) != 0 {
+            let uid = fields & FUSE_SET_ATTR_UID != 0 ? wanted.st_uid : uid_t.max
+            let gid = fields & FUSE_SET_ATTR_GID != 0 ? wanted.st_gid : gid_t.max
+            try node.withDescriptor { (descriptor) throws(Errno) in
+                try Syscall.changeOwner(at: descriptor, "", uid, gid, flags: Linux.AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)
+            }
+        }
+        if fields & FUSE_SET_ATTR_SIZE != 0 {
+            if let handle, handle.isWriter {
+                try Syscall.truncate(handle.readable.raw, wanted.st_size)
+            } else {
+                let writable = try reopen(node, flags: O_WRONLY)
+                try Syscall.truncate(writable.raw, wanted.st_size)
+            }
+        }
+        if fields & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME) != 0 {
+            let times = requestedTimes(wanted, fields)
+            if let handle {
+                try Syscall.setTimes(handle.readable.raw, times)
+            } else {
+                try node.withDescriptor { (descriptor) throws(Errno) in
+                    try Syscall.setTimes(at: descriptor, "", times, flags: Linux.AT_EMPTY_PATH)
+                }
+            }
         }
     }
 
     func readlink(_ request: fuse_req_t, _ id: fuse_ino_t) {
         do throws(Errno) {
-            let target = try Syscall.readLink(at: try node(id).descriptor.raw, "")
+            let target = try Syscall.readLink(at: try node(id).backing.descriptor.raw, "") // symlinks are never replaced
             target.withUnsafeBufferPointer { _ = fuse_reply_readlink(request, $0.baseAddress) }
         } catch {
             reply(request, error: error)
@@ -104,7 +227,9 @@ extension FileSystem {
 
     func access(_ request: fuse_req_t, _ id: fuse_ino_t, _ mask: Int32) {
         do throws(Errno) {
-            try Syscall.access(at: try node(id).descriptor.raw, "", mask, flags: Linux.AT_EMPTY_PATH | AT_EACCESS)
+            try node(id).withDescriptor { (descriptor) throws(Errno) in
+                try Syscall.access(at: descriptor, "", mask, flags: Linux.AT_EMPTY_PATH | AT_EACCESS)
+            }
             replyOK(request)
         } catch {
             reply(request, error: error)
@@ -113,7 +238,7 @@ extension FileSystem {
 
     func statfs(_ request: fuse_req_t, _ id: fuse_ino_t) {
         do throws(Errno) {
-            var result = try Syscall.statfs(try node(id).descriptor.raw)
+            var result = try node(id).withDescriptor { (descriptor) throws(Errno) in try Syscall.statfs(descriptor) }
             fuse_reply_statfs(request, &result)
         } catch {
             reply(request, error: error)

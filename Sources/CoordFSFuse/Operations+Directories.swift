@@ -24,7 +24,7 @@ final class DirectoryHandle: KernelHandle, @unchecked Sendable {
 extension FileSystem {
     func opendir(_ request: fuse_req_t, _ id: fuse_ino_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
         do throws(Errno) {
-            let stream = try Syscall.openDirectoryStream(try node(id).descriptor.raw)
+            let stream = try Syscall.openDirectoryStream(try node(id).directory)
             DirectoryHandle(stream: stream).attach(to: file)
             if options.keepPageCache {
                 cfuse_fi_set_cache_readdir(file, 1)
@@ -68,6 +68,16 @@ extension FileSystem {
             }
             directory.heldOver = entry
             let nextOffset = entry.pointee.d_off
+            let hidden = withUnsafePointer(to: &entry.pointee.d_name) { namePointer in
+                namePointer.withMemoryRebound(to: CChar.self, capacity: 256) { name in
+                    StagingName.isReserved(name: name, inRoot: parent.id == NodeTable.rootID)
+                }
+            }
+            if hidden { // the mount's own temps and recovery folder are not part of the view
+                directory.heldOver = nil
+                directory.offset = nextOffset
+                continue
+            }
             let added: Int = withUnsafePointer(to: &entry.pointee.d_name) { namePointer in
                 namePointer.withMemoryRebound(to: CChar.self, capacity: 256) { name in
                     if plus {

@@ -57,28 +57,55 @@ extension FileSystem {
     }
 
     func setxattr(_ request: fuse_req_t, _ id: fuse_ino_t, _ name: UnsafePointer<CChar>, _ value: UnsafePointer<CChar>?, _ size: Int, _ flags: Int32) {
-        do throws(Errno) {
-            let node = try node(id)
+        let attribute = String(cString: name)
+        let bytes = Array(UnsafeRawBufferPointer(start: value, count: size))
+        changeExtendedAttributes(request, id) { [self] (node, owner) throws(Errno) in
             if node.isSymlink { throw Errno.notPermitted }
-            try withProcessPath(of: node) { (path) throws(Errno) in
-                try Syscall.setExtendedAttribute(path, name, UnsafeRawBufferPointer(start: value, count: size), flags: flags, followLinks: true)
+            try withAttributePath(of: node, owner: owner) { (path) throws(Errno) in
+                try bytes.withUnsafeBytes { (raw) -> Result<Void, Errno> in
+                    Result { () throws(Errno) in try Syscall.setExtendedAttribute(path, attribute, raw, flags: flags, followLinks: true) }
+                }.get()
             }
-            replyOK(request)
-        } catch {
-            reply(request, error: error)
         }
     }
 
     func removexattr(_ request: fuse_req_t, _ id: fuse_ino_t, _ name: UnsafePointer<CChar>) {
-        do throws(Errno) {
-            let node = try node(id)
+        let attribute = String(cString: name)
+        changeExtendedAttributes(request, id) { [self] (node, owner) throws(Errno) in
             if node.isSymlink { throw Errno.noData }
-            try withProcessPath(of: node) { (path) throws(Errno) in
-                try Syscall.removeExtendedAttribute(path, name, followLinks: true)
+            try withAttributePath(of: node, owner: owner) { (path) throws(Errno) in
+                try Syscall.removeExtendedAttribute(path, attribute, followLinks: true)
             }
-            replyOK(request)
-        } catch {
-            reply(request, error: error)
         }
+    }
+
+    /// Runs an xattr change under a write claim on the node's path, then reports it.
+    private func changeExtendedAttributes(_ request: fuse_req_t, _ id: fuse_ino_t, _ change: @escaping @Sendable (Node, ClaimOwner) throws(Errno) -> Void) {
+        let node: Node
+        do throws(Errno) { node = try self.node(id) } catch { return reply(request, error: error) }
+        let path = nodes.path(of: node)
+        let pending = PendingRequest(raw: request)
+        withClaims(request, path.map { [ClaimRequest($0, .write)] } ?? []) { [self] grant in
+            defer { if let grant { claims.release(grant) } }
+            do throws(Errno) {
+                try change(node, owner(of: pending.raw))
+                publish(.attributes, origin: origin(of: pending.raw), path: path, isDirectory: node.isDirectory, size: nil)
+                replyOK(pending.raw)
+            } catch {
+                reply(pending.raw, error: error)
+            }
+        }
+    }
+
+    /// The path xattr calls of `request` go to: the owner's pending version of a file it is
+    /// saving (they commit with it), else the node's backing object.
+    private func withAttributePath<R>(of node: Node, owner: ClaimOwner, _ body: (UnsafePointer<CChar>) throws(Errno) -> R) throws(Errno) -> R {
+        if activity.hasSaves, let save = activity.save(of: node), save.owner == owner {
+            let current = save.current
+            return try withExtendedLifetime(current) { () throws(Errno) -> R in
+                try withDescriptorPath(current.raw, prefix: "/proc/self/fd/", body)
+            }
+        }
+        return try withProcessPath(of: node, body)
     }
 }

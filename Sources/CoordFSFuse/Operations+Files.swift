@@ -1,17 +1,49 @@
 import CFuse
 import Glibc
+import Synchronization
 import CoordFSCore
 import SystemPackage
 
-/// A file opened through the mount: the backing descriptor its reads and writes go to.
+/// A file opened through the mount.
 ///
-/// Sendable: immutable.
+/// Readers of the committed version read through `own`, the descriptor of the version that was
+/// committed when they opened. Writers (and the owner's readers while its save lasts) go
+/// through `save`. In-place writers and special files write through `own` directly.
+/// Sendable: immutable but for an atomic flag.
 final class OpenFile: KernelHandle, Sendable {
-    let descriptor: OwnedDescriptor
+    let node: Node
+    let own: SharedDescriptor?
+    let save: Save?
+    let isWriter: Bool
+    let appends: Bool
+    let usesPageCache: Bool
+    /// Held until release: a writer's write claim, or a strict reader's read claim.
+    let grant: ClaimGrant?
+    /// Set when an in-place handle wrote: its release is a `changed` event.
+    let wroteInPlace = Atomic<Bool>(false)
+    /// The owner, for a reader of the committed version counted among the page-cache readers.
+    let cachedReader: ClaimOwner?
 
-    init(_ descriptor: consuming OwnedDescriptor) {
-        self.descriptor = descriptor
+    init(node: Node, own: SharedDescriptor?, save: Save?, isWriter: Bool, appends: Bool, usesPageCache: Bool, grant: ClaimGrant?,
+         cachedReader: ClaimOwner? = nil) {
+        self.cachedReader = cachedReader
+        self.node = node
+        self.own = own
+        self.save = save
+        self.isWriter = isWriter
+        self.appends = appends
+        self.usesPageCache = usesPageCache
+        self.grant = grant
     }
+
+    /// The descriptor reads go to now; hold it for the read's duration.
+    var readable: SharedDescriptor { save?.current ?? own! }
+}
+
+/// The parts of a `fuse_file_info` an operation needs after the callback returned (libfuse's
+/// copy lives on the worker's stack).
+struct FileInfoCopy: @unchecked Sendable {
+    var info: fuse_file_info
 }
 
 extension FileSystem {
@@ -19,7 +51,7 @@ extension FileSystem {
     /// FUSE side (libfuse's buffers are not aligned for it); the writeback cache needs to read
     /// pages of write-only files and computes append offsets itself.
     func backingFlags(_ flags: Int32) -> Int32 {
-        var flags = flags & ~(O_NOFOLLOW | Linux.O_DIRECT)
+        var flags = flags & ~(O_NOFOLLOW | Linux.O_DIRECT | O_CREAT | O_EXCL)
         if options.writebackCache {
             if flags & O_ACCMODE == O_WRONLY { flags = (flags & ~O_ACCMODE) | O_RDWR }
             flags &= ~O_APPEND
@@ -27,29 +59,167 @@ extension FileSystem {
         return flags
     }
 
-    func configureCaching(_ file: UnsafeMutablePointer<fuse_file_info>) {
-        if options.keepPageCache { cfuse_fi_set_keep_cache(file, 1) }
+    /// Whether a file is written in place rather than through a staged save: the policy's
+    /// patterns and size threshold, plus SQLite databases whatever their name (recognised by
+    /// their header) and their journal, WAL and shared-memory files, which SQLite maps and
+    /// locks across processes.
+    func writesInPlace(_ node: Node?, path: MountPath) -> Bool {
+        let size = node.flatMap { try? attributes(of: $0).st_size }.map(Int64.init) ?? 0
+        if options.inPlace.isInPlace(path, size: size) { return true }
+        // O_NOATIME: looking must not count as reading (the daemon is root or the owner).
+        if let node, let file = try? reopen(node, flags: O_RDONLY | Linux.O_NOATIME), Self.hasSQLiteHeader(file.raw) { return true }
+        // SQLite's companions: mapped and locked by every connection, whatever the database's name.
+        if let name = path.name, name.hasSuffix("-journal") || name.hasSuffix("-wal") || name.hasSuffix("-shm") { return true }
+        return false
     }
 
+    private static func hasSQLiteHeader(_ descriptor: Int32) -> Bool {
+        var header = (UInt64(0), UInt64(0))
+        let read = withUnsafeMutableBytes(of: &header) { pread(descriptor, $0.baseAddress, 16, 0) }
+        // "SQLite format 3" and a NUL, as the file format specifies.
+        return read == 16 && withUnsafeBytes(of: &header) { Array($0) } == Array("SQLite format 3\0".utf8)
+    }
+
+    /// Whether an open changes the file: it writes, or it truncates.
+    private func opensForChange(_ flags: Int32) -> Bool {
+        flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
+    }
+
+    // MARK: open
+
     func open(_ request: fuse_req_t, _ id: fuse_ino_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
-        do throws(Errno) {
-            let node = try node(id)
-            let descriptor = try reopen(node, flags: backingFlags(file.pointee.flags))
-            if file.pointee.flags & O_TRUNC != 0 { try clearSetIDBitsOnTruncatingOpen(request, descriptor.raw) }
-            OpenFile(descriptor).attach(to: file)
-            configureCaching(file)
-            if fuse_reply_open(request, file) != 0 { OpenFile.detach(file) }
-        } catch {
-            reply(request, error: error)
+        let node: Node
+        do throws(Errno) { node = try self.node(id) } catch { return reply(request, error: error) }
+        let flags = file.pointee.flags
+        let copy = FileInfoCopy(info: file.pointee)
+        let pending = PendingRequest(raw: request)
+        guard node.isRegularFile, let path = nodes.path(of: node) else {
+            // Special files, and files reachable only through an open descriptor: no one else can
+            // name them, so there is nothing to coordinate.
+            return openInPlace(pending, node, copy, grant: nil)
         }
+        let nonblocking = flags & O_NONBLOCK != 0
+        if opensForChange(flags) {
+            let inPlace = writesInPlace(node, path: path)
+            withClaims(request, [ClaimRequest(path, .write)], nonblocking: nonblocking) { [self] grant in
+                if inPlace {
+                    // In-place files take their claim for the open only, as for each operation.
+                    if let grant { claims.release(grant) }
+                    openInPlace(pending, node, copy, grant: nil)
+                } else {
+                    openForSave(pending, node, copy, grant: grant)
+                }
+            }
+        } else {
+            let mode: ClaimMode = options.strictReads ? .read : .snapshotRead
+            withClaims(request, [ClaimRequest(path, mode)], nonblocking: nonblocking) { [self] grant in
+                var held = grant
+                if !options.strictReads, let grant { claims.release(grant); held = nil }
+                openForReading(pending, node, copy, grant: held)
+            }
+        }
+    }
+
+    /// Opens the backing object itself: reads and writes go straight to it.
+    private func openInPlace(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?) {
+        var info = copy.info
+        logger.trace("open in place", metadata: ["node": "\(node.id)", "flags": "\(String(info.flags, radix: 8))"])
+        do throws(Errno) {
+            let descriptor = try reopen(node, flags: backingFlags(info.flags))
+            if info.flags & O_TRUNC != 0 { try clearSetIDBitsOnTruncatingOpen(request.raw, descriptor.raw) }
+            let handle = OpenFile(node: node, own: SharedDescriptor(descriptor), save: nil, isWriter: opensForChange(info.flags),
+                                  appends: false, usesPageCache: true, grant: grant)
+            replyOpen(request, handle, &info)
+        } catch {
+            if let grant { claims.release(grant) }
+            reply(request.raw, error: error)
+        }
+    }
+
+    /// Opens for reading: the owner of a pending save reads it; everyone else reads the
+    /// version committed now, through the page cache unless an older version may be in it.
+    private func openForReading(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?) {
+        var info = copy.info
+        if let save = activity.save(of: node), save.owner == owner(of: request.raw) {
+            let handle = OpenFile(node: node, own: nil, save: save, isWriter: false, appends: false, usesPageCache: false, grant: grant)
+            return replyOpen(request, handle, &info)
+        }
+        do throws(Errno) {
+            let descriptor = try reopen(node, flags: backingFlags(info.flags))
+            let reader = owner(of: request.raw)
+            let cached = activity.openReader(of: node, owner: reader)
+            let handle = OpenFile(node: node, own: SharedDescriptor(descriptor), save: nil, isWriter: false, appends: false,
+                                  usesPageCache: cached, grant: grant, cachedReader: cached ? reader : nil)
+            replyOpen(request, handle, &info)
+        } catch {
+            if let grant { claims.release(grant) }
+            reply(request.raw, error: error)
+        }
+    }
+
+    /// Opens for writing through the owner's save of the file, starting one if needed.
+    private func openForSave(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?) {
+        var info = copy.info
+        logger.trace("open for a save", metadata: ["node": "\(node.id)", "flags": "\(String(info.flags, radix: 8))"])
+        do throws(Errno) {
+            let save = try saveForWriting(node, owner: owner(of: request.raw))
+            if info.flags & O_TRUNC != 0 {
+                do throws(Errno) {
+                    let dropsSetID = canChangeOwners && fuse_req_ctx(request.raw)!.pointee.uid != 0
+                    try save.change(truncating: true, reopen: reopen(descriptor:flags:)) { (descriptor) throws(Errno) in
+                        try Syscall.truncate(descriptor, 0)
+                        if dropsSetID { try clearSetIDBits(descriptor) }
+                    }
+                } catch {
+                    endWriter(of: save)
+                    throw error
+                }
+            }
+            let handle = OpenFile(node: node, own: nil, save: save, isWriter: true, appends: info.flags & O_APPEND != 0,
+                                  usesPageCache: false, grant: grant)
+            replyOpen(request, handle, &info)
+        } catch {
+            if let grant { claims.release(grant) }
+            reply(request.raw, error: error)
+        }
+    }
+
+    /// The node's save with one more writer: the owner's own if it has one, else a new one.
+    private func saveForWriting(_ node: Node, owner: ClaimOwner) throws(Errno) -> Save {
+        if let existing = activity.joinSave(of: node) { return existing }
+        guard let (directory, name) = nodes.location(of: node) else { throw .noSuchFileOrDirectory }
+        let candidate = Save(node: node, owner: owner, committed: try reopen(node, flags: O_RDONLY), directory: directory, name: name)
+        return activity.installSave(candidate)
+    }
+
+    /// Sends the open reply; the handle bypasses the page cache unless it may use it.
+    private func replyOpen(_ request: PendingRequest, _ handle: OpenFile, _ info: inout fuse_file_info) {
+        configureCaching(&info, handle)
+        handle.attach(to: &info)
+        if fuse_reply_open(request.raw, &info) != 0 { if let handle = OpenFile.take(&info) { releaseHandle(handle) } }
+    }
+
+    func configureCaching(_ info: UnsafeMutablePointer<fuse_file_info>, _ handle: OpenFile) {
+        if handle.usesPageCache {
+            if options.keepPageCache { cfuse_fi_set_keep_cache(info, 1) }
+        } else {
+            cfuse_fi_set_direct_io(info, 1)
+        }
+        // Only a save commits at close; other handles need no FLUSH round trip.
+        if handle.save == nil || !handle.isWriter { cfuse_fi_set_noflush(info, 1) }
     }
 
     /// A truncating open clears set-user-id, and set-group-id with group execute, when the
     /// caller lacks CAP_FSETID, as on the bare disk. With atomic O_TRUNC the kernel drops the
     /// setattr that would ask for it, and the daemon's own truncate keeps the bits (it is root),
     /// so the daemon clears them itself; a caller with uid 0 counts as having CAP_FSETID.
-    private func clearSetIDBitsOnTruncatingOpen(_ request: fuse_req_t, _ descriptor: Int32) throws(Errno) {
+    func clearSetIDBitsOnTruncatingOpen(_ request: fuse_req_t, _ descriptor: Int32) throws(Errno) {
         guard canChangeOwners, fuse_req_ctx(request)!.pointee.uid != 0 else { return }
+        try clearSetIDBits(descriptor)
+    }
+
+    /// Clears set-user-id, and set-group-id with group execute, as a write by an unprivileged caller does.
+    func clearSetIDBits(_ descriptor: Int32) throws(Errno) {
         let status = try Syscall.stat(descriptor)
         guard (status.st_mode & S_IFMT) == S_IFREG else { return }
         var mode = status.st_mode & 0o7777 & ~S_ISUID
@@ -57,20 +227,89 @@ extension FileSystem {
         if mode != status.st_mode & 0o7777 { try Syscall.changeMode(descriptor, mode) }
     }
 
+    // MARK: create
+
     func create(_ request: fuse_req_t, _ parentID: fuse_ino_t, _ name: UnsafePointer<CChar>, _ mode: mode_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
+        let parent: Node
         do throws(Errno) {
-            let parent = try node(parentID)
-            let descriptor = try createExclusively(parent, name, flags: backingFlags(file.pointee.flags), mode: mode)
-            try giveToCaller(request, parent: parent, name: name, descriptor: descriptor.raw, mode: mode)
+            parent = try node(parentID)
+            try refuseReservedName(parent, name)
+        } catch { return reply(request, error: error) }
+        let nameString = String(cString: name)
+        let copy = FileInfoCopy(info: file.pointee)
+        let pending = PendingRequest(raw: request)
+        guard let path = nodes.path(of: parent)?.appending(nameString) else { return reply(request, error: .noSuchFileOrDirectory) }
+        let inPlace = writesInPlace(nil, path: path)
+        withClaims(request, [ClaimRequest(path, .write)], nonblocking: copy.info.flags & O_NONBLOCK != 0) { [self] grant in
+            if inPlace {
+                if let grant { claims.release(grant) }
+                createInPlace(pending, parent, nameString, mode, copy)
+            } else {
+                createStaged(pending, parent, nameString, mode, copy, grant: grant)
+            }
+        }
+    }
+
+    /// Creates the file itself in the backing (in-place files).
+    private func createInPlace(_ request: PendingRequest, _ parent: Node, _ name: String, _ mode: mode_t, _ copy: FileInfoCopy) {
+        var info = copy.info
+        do throws(Errno) {
+            let descriptor = try createExclusively(parent, name, flags: backingFlags(info.flags), mode: mode)
+            try giveToCaller(request.raw, parent: parent, name: name, descriptor: descriptor.raw, mode: mode)
             var entry = try lookUp(parent, name)
-            OpenFile(descriptor).attach(to: file)
-            configureCaching(file)
-            if fuse_reply_create(request, &entry, file) != 0 {
-                OpenFile.detach(file)
+            publish(.created, origin: origin(of: request.raw), path: nodes.path(of: parent)?.appending(name), isDirectory: false, size: 0)
+            let handle = OpenFile(node: try node(entry.ino), own: SharedDescriptor(descriptor), save: nil, isWriter: true,
+                                  appends: false, usesPageCache: true, grant: nil)
+            configureCaching(&info, handle)
+            handle.attach(to: &info)
+            if fuse_reply_create(request.raw, &entry, &info) != 0 {
+                if let handle = OpenFile.take(&info) { releaseHandle(handle) }
                 forget(entry.ino, 1)
             }
         } catch {
-            reply(request, error: error)
+            reply(request.raw, error: error)
+        }
+    }
+
+    /// Creates the file as a staged temp that only its creator sees until the first commit
+    /// renames it into place (the node stands for the temp from the start, so it keeps its
+    /// identity through that rename).
+    private func createStaged(_ request: PendingRequest, _ parent: Node, _ name: String, _ mode: mode_t, _ copy: FileInfoCopy, grant: ClaimGrant?) {
+        var info = copy.info
+        let owner = owner(of: request.raw)
+        do throws(Errno) {
+            if let existing = activity.pendingSave(PendingName(directory: parent.id, name: name)) {
+                // Our own pending file, which the kernel forgot: O_EXCL still means it exists.
+                if info.flags & O_EXCL != 0 || existing.owner != owner { throw .fileExists }
+                throw .staleNFSFileHandle
+            }
+            if (try? Syscall.stat(at: parent.directory, name)) != nil {
+                // The kernel trusted a negative entry while the backing changed behind the mount:
+                // ESTALE makes it look again and open what is there with its own checks.
+                throw info.flags & O_EXCL != 0 ? .fileExists : .staleNFSFileHandle
+            }
+            let staged = try StagedFile.stage(in: parent.directory, replacing: nil, copyContents: false, owner: nil, mode: mode & 0o7777)
+            try giveToCaller(request.raw, parent: parent, name: staged.name, descriptor: staged.descriptor.raw, mode: mode)
+            let stagedName = staged.name
+            var entry = try lookUp(parent, stagedName)
+            let node = try self.node(entry.ino)
+            nodes.moved(node.identity, to: parent, name: name)
+            let save = try Save(node: node, owner: owner, creating: staged, directory: parent, name: name)
+            _ = activity.installSave(save, pendingName: PendingName(directory: parent.id, name: name))
+            // Only the creator may see the name: the kernel must ask again for every other caller.
+            entry.entry_timeout = 0
+            entry.attr_timeout = 0
+            let handle = OpenFile(node: node, own: nil, save: save, isWriter: true, appends: info.flags & O_APPEND != 0,
+                                  usesPageCache: false, grant: grant)
+            configureCaching(&info, handle)
+            handle.attach(to: &info)
+            if fuse_reply_create(request.raw, &entry, &info) != 0 {
+                if let handle = OpenFile.take(&info) { releaseHandle(handle) }
+                forget(entry.ino, 1)
+            }
+        } catch {
+            if let grant { claims.release(grant) }
+            reply(request.raw, error: error)
         }
     }
 
@@ -79,38 +318,59 @@ extension FileSystem {
     /// trusted a negative entry while the backing changed behind the mount), ESTALE makes the
     /// kernel look the name up again and open what is there with its own permission checks,
     /// instead of the daemon (root) opening, and giving away, someone else's file.
-    private func createExclusively(_ parent: Node, _ name: UnsafePointer<CChar>, flags: Int32, mode: mode_t) throws(Errno) -> OwnedDescriptor {
+    private func createExclusively(_ parent: Node, _ name: String, flags: Int32, mode: mode_t) throws(Errno) -> OwnedDescriptor {
         do throws(Errno) {
-            return try Syscall.openAt(parent.descriptor.raw, name, flags | O_CREAT | O_EXCL, mode)
+            return try Syscall.openAt(parent.directory, name, flags | O_CREAT | O_EXCL, mode)
         } catch .fileExists where flags & O_EXCL == 0 {
             throw .staleNFSFileHandle
         }
     }
 
+    // MARK: Data
+
     func read(_ request: fuse_req_t, _ size: Int, _ offset: off_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
         guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
-        cfuse_reply_data_from_fd(request, handle.descriptor.raw, size, offset, options.splice ? 1 : 0)
+        let source = handle.readable
+        _ = withExtendedLifetime(source) {
+            cfuse_reply_data_from_fd(request, source.raw, size, offset, options.splice ? 1 : 0)
+        }
     }
 
     func writeBuffer(_ request: fuse_req_t, _ buffers: UnsafeMutablePointer<fuse_bufvec>, _ offset: off_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
         guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
-        let written = cfuse_write_bufvec_to_fd(buffers, handle.descriptor.raw, offset)
-        if written < 0 {
-            fuse_reply_err(request, Int32(-written))
-        } else {
-            fuse_reply_write(request, Int(written))
+        do throws(Errno) {
+            let dropsSetID = handle.save != nil && canChangeOwners && fuse_req_ctx(request)!.pointee.uid != 0
+            let written = try changeContents(of: handle) { (descriptor) throws(Errno) -> Int in
+                // Direct writes leave clearing set-id bits to the filesystem, as the kernel does
+                // for writers without CAP_FSETID; the temp carries the cleared mode to the commit.
+                if dropsSetID { try clearSetIDBits(descriptor) }
+                // A save's descriptor is shared and never O_APPEND: appends go to its end here.
+                let at = handle.appends ? off_t(try Syscall.stat(descriptor).st_size) : offset
+                let written = cfuse_write_bufvec_to_fd(buffers, descriptor, at)
+                if written < 0 { throw Errno(rawValue: Int32(-written)) }
+                return Int(written)
+            }
+            fuse_reply_write(request, written)
+        } catch {
+            reply(request, error: error)
         }
     }
 
-    func release(_ request: fuse_req_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
-        OpenFile.detach(file)
-        replyOK(request)
+    /// Runs a change of a handle's contents: through its save (staging it first), or on its own
+    /// descriptor for in-place files.
+    private func changeContents<R>(of handle: OpenFile, truncating: Bool = false, _ body: (Int32) throws(Errno) -> R) throws(Errno) -> R {
+        if let save = handle.save {
+            return try save.change(truncating: truncating, reopen: reopen(descriptor:flags:), body)
+        }
+        handle.wroteInPlace.store(true, ordering: .relaxed)
+        return try body(handle.own!.raw)
     }
 
     func fsync(_ request: fuse_req_t, _ dataOnly: Bool, _ file: UnsafeMutablePointer<fuse_file_info>) {
         guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
         do throws(Errno) {
-            try Syscall.synchronize(handle.descriptor.raw, dataOnly: dataOnly)
+            let target = handle.readable
+            try withExtendedLifetime(target) { () throws(Errno) in try Syscall.synchronize(target.raw, dataOnly: dataOnly) }
             replyOK(request)
         } catch {
             reply(request, error: error)
@@ -120,7 +380,10 @@ extension FileSystem {
     func fallocate(_ request: fuse_req_t, _ mode: Int32, _ offset: off_t, _ length: off_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
         guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
         do throws(Errno) {
-            try Syscall.allocate(handle.descriptor.raw, mode: mode, offset: offset, length: length)
+            if !handle.isWriter { throw .badFileDescriptor }
+            try changeContents(of: handle) { (descriptor) throws(Errno) in
+                try Syscall.allocate(descriptor, mode: mode, offset: offset, length: length)
+            }
             replyOK(request)
         } catch {
             reply(request, error: error)
@@ -133,8 +396,13 @@ extension FileSystem {
             return reply(request, error: .badFileDescriptor)
         }
         do throws(Errno) {
-            let copied = try Syscall.copyRange(from: input.descriptor.raw, at: sourceOffset, to: output.descriptor.raw,
-                                               at: destinationOffset, length: length, flags: UInt32(bitPattern: flags))
+            let from = input.readable
+            let copied = try withExtendedLifetime(from) { () throws(Errno) -> Int in
+                try changeContents(of: output) { (descriptor) throws(Errno) -> Int in
+                    try Syscall.copyRange(from: from.raw, at: sourceOffset, to: descriptor, at: destinationOffset,
+                                          length: length, flags: UInt32(bitPattern: flags))
+                }
+            }
             fuse_reply_write(request, copied)
         } catch {
             reply(request, error: error)
@@ -144,9 +412,80 @@ extension FileSystem {
     func lseek(_ request: fuse_req_t, _ offset: off_t, _ whence: Int32, _ file: UnsafeMutablePointer<fuse_file_info>) {
         guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
         do throws(Errno) {
-            fuse_reply_lseek(request, try Syscall.seek(handle.descriptor.raw, offset, whence: whence))
+            let target = handle.readable
+            let position = try withExtendedLifetime(target) { () throws(Errno) -> off_t in try Syscall.seek(target.raw, offset, whence: whence) }
+            fuse_reply_lseek(request, position)
         } catch {
             reply(request, error: error)
         }
+    }
+
+    // MARK: Commit and release
+
+    /// close(2): a writer's save commits here, so the program's close returns once everyone
+    /// sees its work, and a failed save (ENOSPC, EIO) fails its close.
+    func flush(_ request: fuse_req_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
+        guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
+        guard let save = handle.save, handle.isWriter else { return replyOK(request) }
+        // Every close of every copy of the descriptor flushes. A child that inherited it
+        // (fork, then exec or exit) closes its copy while the owner may still be writing, so
+        // only the owner's closes commit; a save whose owner closed first commits at release.
+        guard owner(of: request) == save.owner else { return replyOK(request) }
+        do throws(Errno) {
+            try commit(save, origin: origin(of: request))
+            replyOK(request)
+        } catch {
+            reply(request, error: error)
+        }
+    }
+
+    /// Commits a save's changes and tells the kernel and subscribers.
+    func commit(_ save: Save, origin: ChangeOrigin?, onlyWithoutWriters: Bool = false) throws(Errno) {
+        let processDescriptors = self.processDescriptors.raw
+        guard let report = try save.commit(durability: options.durability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters, reopenAsPath: { (descriptor) throws(Errno) -> OwnedDescriptor in
+            try withDescriptorPath(descriptor, prefix: "") { (name) throws(Errno) -> OwnedDescriptor in
+                try Syscall.openAt(processDescriptors, name, Linux.O_PATH)
+            }
+        }) else { return }
+        if report.created { activity.clearPendingName(of: save) }
+        activity.noteCommit(of: save.node)
+        let node = save.node
+        notifier?.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) }
+        publish(report.created ? .created : .changed, origin: origin, path: report.path, isDirectory: false, size: report.size)
+    }
+
+    func release(_ request: fuse_req_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
+        if let handle = OpenFile.take(file) { releaseHandle(handle) }
+        replyOK(request)
+    }
+
+    /// Everything a handle's end entails: the save's last writer commits what is left and ends
+    /// the save; claims go only after that, so the next writer sees the commit.
+    func releaseHandle(_ handle: OpenFile) {
+        if let save = handle.save, handle.isWriter {
+            endWriter(of: save)
+        } else if let reader = handle.cachedReader {
+            if activity.closeReader(of: handle.node, owner: reader) {
+                let node = handle.node
+                notifier?.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) }
+            }
+        }
+        if handle.wroteInPlace.load(ordering: .relaxed) {
+            publish(.changed, origin: nil, path: nodes.path(of: handle.node), isDirectory: false,
+                    size: (try? attributes(of: handle.node).st_size).map(Int64.init))
+        }
+        if let grant = handle.grant { claims.release(grant) }
+    }
+
+    /// One writer of a save is done; the last one commits what is left and ends the save.
+    func endWriter(of save: Save) {
+        guard save.removeWriter() else { return }
+        do throws(Errno) {
+            try commit(save, origin: nil, onlyWithoutWriters: true)
+        } catch {
+            logger.error("commit failed; the committed file is unchanged", metadata: ["path": "\(nodes.path(of: save.node)?.description ?? "?")", "error": "\(error)"])
+        }
+        save.discardIfFailed()
+        activity.endSave(save)
     }
 }

@@ -3,92 +3,178 @@ import Glibc
 import CoordFSCore
 import SystemPackage
 
-// Operations that add, remove or move names: mknod, mkdir, symlink, link, unlink, rmdir, rename.
+// Operations that add, remove or move names: mknod, mkdir, symlink, link, unlink, rmdir,
+// rename. Each takes a write claim on every path it changes, for the operation only.
 
 extension FileSystem {
-    /// Creates something at `parent`/`name` with `make`, hands it to the caller, and replies with its entry.
+    /// Creates something at `parent`/`name` with `make` under a write claim on the new path,
+    /// hands it to the caller, and replies with its entry.
     private func replyWithNewEntry(_ request: fuse_req_t, _ parentID: fuse_ino_t, _ name: UnsafePointer<CChar>, mode: mode_t,
-                                   _ make: (_ parent: Node) throws(Errno) -> Void) {
+                                   givenToCaller: Bool = true, _ make: @escaping @Sendable (_ parent: Node, _ name: String) throws(Errno) -> Void) {
+        let parent: Node
         do throws(Errno) {
-            let parent = try node(parentID)
-            try make(parent)
-            try giveToCaller(request, parent: parent, name: name, mode: mode)
-            var entry = try lookUp(parent, name)
-            fuse_reply_entry(request, &entry)
-        } catch {
-            reply(request, error: error)
+            parent = try node(parentID)
+            try refuseReservedName(parent, name)
+        } catch { return reply(request, error: error) }
+        let nameString = String(cString: name)
+        let path = nodes.path(of: parent)?.appending(nameString)
+        let pending = PendingRequest(raw: request)
+        withClaims(request, path.map { [ClaimRequest($0, .write)] } ?? []) { [self] grant in
+            defer { if let grant { claims.release(grant) } }
+            do throws(Errno) {
+                if activity.pendingSave(PendingName(directory: parent.id, name: nameString)) != nil { throw .fileExists }
+                try make(parent, nameString)
+                if givenToCaller { try giveToCaller(pending.raw, parent: parent, name: nameString, mode: mode) }
+                var entry = try lookUp(parent, nameString)
+                publish(.created, origin: origin(of: pending.raw), path: path, isDirectory: mode & S_IFMT == S_IFDIR, size: nil)
+                fuse_reply_entry(pending.raw, &entry)
+            } catch {
+                reply(pending.raw, error: error)
+            }
         }
     }
 
     func mknod(_ request: fuse_req_t, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, _ mode: mode_t, _ device: dev_t) {
-        replyWithNewEntry(request, parent, name, mode: mode) { (parent) throws(Errno) in
-            try Syscall.makeNode(at: parent.descriptor.raw, name, mode, device)
+        replyWithNewEntry(request, parent, name, mode: mode) { (parent, name) throws(Errno) in
+            try Syscall.makeNode(at: parent.directory, name, mode, device)
         }
     }
 
     func mkdir(_ request: fuse_req_t, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, _ mode: mode_t) {
-        replyWithNewEntry(request, parent, name, mode: mode | S_IFDIR) { (parent) throws(Errno) in
-            try Syscall.makeDirectory(at: parent.descriptor.raw, name, mode)
+        replyWithNewEntry(request, parent, name, mode: mode | S_IFDIR) { (parent, name) throws(Errno) in
+            try Syscall.makeDirectory(at: parent.directory, name, mode)
         }
     }
 
     func symlink(_ request: fuse_req_t, _ target: UnsafePointer<CChar>, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>) {
-        replyWithNewEntry(request, parent, name, mode: S_IFLNK) { (parent) throws(Errno) in
-            try Syscall.makeSymlink(target: target, at: parent.descriptor.raw, name)
+        let targetString = String(cString: target)
+        replyWithNewEntry(request, parent, name, mode: S_IFLNK) { (parent, name) throws(Errno) in
+            try Syscall.makeSymlink(target: targetString, at: parent.directory, name)
         }
     }
 
     func link(_ request: fuse_req_t, _ id: fuse_ino_t, _ newParent: fuse_ino_t, _ newName: UnsafePointer<CChar>) {
-        do throws(Errno) {
-            let node = try node(id)
-            let parent = try self.node(newParent)
-            let directory = processDescriptors.raw
+        let node: Node
+        do throws(Errno) { node = try self.node(id) } catch { return reply(request, error: error) }
+        let processDirectory = processDescriptors.raw
+        // A hard link names an existing object: it keeps its owner.
+        replyWithNewEntry(request, newParent, newName, mode: 0, givenToCaller: false) { [self] (parent, name) throws(Errno) in
+            if let save = activity.save(of: node), !save.target.exists { throw .noSuchFileOrDirectory } // not created yet
             try withProcessName(of: node) { (source) throws(Errno) in
-                try Syscall.link(directory, source, to: parent.descriptor.raw, newName, flags: AT_SYMLINK_FOLLOW)
+                try Syscall.link(processDirectory, source, to: parent.directory, name, flags: AT_SYMLINK_FOLLOW)
             }
-            var entry = try lookUp(parent, newName)
-            fuse_reply_entry(request, &entry)
-        } catch {
-            reply(request, error: error)
         }
     }
 
-    func unlink(_ request: fuse_req_t, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, flags: Int32) {
+    func unlink(_ request: fuse_req_t, _ parentID: fuse_ino_t, _ name: UnsafePointer<CChar>, flags: Int32) {
+        let parent: Node
         do throws(Errno) {
-            let parent = try node(parent)
-            let status = try Syscall.stat(at: parent.descriptor.raw, name)
-            try Syscall.unlink(at: parent.descriptor.raw, name, flags: flags)
-            let remaining = (status.st_mode & S_IFMT) == S_IFDIR ? 0 : UInt64(status.st_nlink) - 1
-            nodes.removedName(FileIdentity(status), parent: parent, name: String(cString: name), remainingLinks: remaining)
-            replyOK(request)
-        } catch {
-            reply(request, error: error)
-        }
-    }
-
-    func rename(_ request: fuse_req_t, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>,
-                _ newParent: fuse_ino_t, _ newName: UnsafePointer<CChar>, _ flags: UInt32) {
-        do throws(Errno) {
-            let source = try node(parent)
-            let destination = try node(newParent)
-            let moving = try Syscall.stat(at: source.descriptor.raw, name)
-            let replaced: stat? = try? Syscall.stat(at: destination.descriptor.raw, newName)
-            try Syscall.rename(source.descriptor.raw, name, to: destination.descriptor.raw, newName, flags: flags)
-
-            let sourceName = String(cString: name)
-            let destinationName = String(cString: newName)
-            if let replaced, FileIdentity(replaced) != FileIdentity(moving) {
-                if flags & Linux.RENAME_EXCHANGE != 0 {
-                    nodes.moved(FileIdentity(replaced), to: source, name: sourceName)
-                } else {
-                    let remaining = (replaced.st_mode & S_IFMT) == S_IFDIR ? 0 : UInt64(replaced.st_nlink) - 1
-                    nodes.removedName(FileIdentity(replaced), parent: destination, name: destinationName, remainingLinks: remaining)
+            parent = try node(parentID)
+            if StagingName.isReserved(name: name, inRoot: parent.id == NodeTable.rootID) { throw .noSuchFileOrDirectory }
+        } catch { return reply(request, error: error) }
+        let nameString = String(cString: name)
+        let path = nodes.path(of: parent)?.appending(nameString)
+        let pending = PendingRequest(raw: request)
+        withClaims(request, path.map { [ClaimRequest($0, .write)] } ?? []) { [self] grant in
+            defer { if let grant { claims.release(grant) } }
+            do throws(Errno) {
+                let origin = origin(of: pending.raw)
+                var removedPending = false
+                if flags & AT_REMOVEDIR == 0, let save = activity.pendingSave(PendingName(directory: parent.id, name: nameString)) {
+                    // The owner removes the file it created and never closed: its writes go with it.
+                    guard save.owner == owner(of: pending.raw) else { throw .noSuchFileOrDirectory }
+                    save.discard()
+                    activity.clearPendingName(of: save)
+                    removedPending = true
                 }
+                do throws(Errno) {
+                    let status = try Syscall.stat(at: parent.directory, nameString)
+                    try Syscall.unlink(at: parent.directory, nameString, flags: flags)
+                    let isDirectory = (status.st_mode & S_IFMT) == S_IFDIR
+                    let remaining = isDirectory ? 0 : UInt64(status.st_nlink) - 1
+                    if let removed = nodes.removedName(FileIdentity(status), parent: parent, name: nameString, remainingLinks: remaining),
+                       remaining == 0, let save = activity.save(of: removed) {
+                        save.discard() // pending writes of an unlinked file are discarded
+                    }
+                    publish(.deleted, origin: origin, path: path, isDirectory: isDirectory, size: nil)
+                } catch .noSuchFileOrDirectory where removedPending {
+                    // Only the pending file had the name.
+                }
+                replyOK(pending.raw)
+            } catch {
+                reply(pending.raw, error: error)
             }
-            nodes.moved(FileIdentity(moving), to: destination, name: destinationName)
-            replyOK(request)
-        } catch {
-            reply(request, error: error)
         }
+    }
+
+    func rename(_ request: fuse_req_t, _ parentID: fuse_ino_t, _ name: UnsafePointer<CChar>,
+                _ newParentID: fuse_ino_t, _ newName: UnsafePointer<CChar>, _ flags: UInt32) {
+        let source: Node
+        let destination: Node
+        do throws(Errno) {
+            source = try node(parentID)
+            destination = try node(newParentID)
+            if StagingName.isReserved(name: name, inRoot: source.id == NodeTable.rootID) { throw .noSuchFileOrDirectory }
+            try refuseReservedName(destination, newName)
+        } catch { return reply(request, error: error) }
+        let sourceName = String(cString: name)
+        let destinationName = String(cString: newName)
+        let sourcePath = nodes.path(of: source)?.appending(sourceName)
+        let destinationPath = nodes.path(of: destination)?.appending(destinationName)
+        let claimed = [sourcePath, destinationPath].compactMap { $0.map { ClaimRequest($0, .write) } }
+        let pending = PendingRequest(raw: request)
+        withClaims(request, claimed) { [self] grant in
+            defer { if let grant { claims.release(grant) } }
+            do throws(Errno) {
+                let origin = origin(of: pending.raw)
+                if let save = activity.pendingSave(PendingName(directory: source.id, name: sourceName)),
+                   save.owner == owner(of: pending.raw) {
+                    try renamePending(save, to: destination, destinationName, flags: flags)
+                    replyOK(pending.raw)
+                    return
+                }
+                let moving = try Syscall.stat(at: source.directory, sourceName)
+                let replaced: stat? = try? Syscall.stat(at: destination.directory, destinationName)
+                try Syscall.rename(source.directory, sourceName, to: destination.directory, destinationName, flags: flags)
+
+                if let replaced, FileIdentity(replaced) != FileIdentity(moving) {
+                    if flags & Linux.RENAME_EXCHANGE != 0 {
+                        nodes.moved(FileIdentity(replaced), to: source, name: sourceName)
+                    } else {
+                        let remaining = (replaced.st_mode & S_IFMT) == S_IFDIR ? 0 : UInt64(replaced.st_nlink) - 1
+                        if let removed = nodes.removedName(FileIdentity(replaced), parent: destination, name: destinationName, remainingLinks: remaining),
+                           remaining == 0, let save = activity.save(of: removed) {
+                            save.discard()
+                        }
+                    }
+                }
+                if let movedNode = nodes.moved(FileIdentity(moving), to: destination, name: destinationName),
+                   let save = activity.save(of: movedNode) {
+                    // The pending commit moves with the file.
+                    save.retarget(directory: destination, name: destinationName)
+                }
+                if let sourcePath, let destinationPath {
+                    publish(.moved, origin: origin, path: sourcePath, destination: destinationPath,
+                            isDirectory: (moving.st_mode & S_IFMT) == S_IFDIR, size: nil)
+                }
+                replyOK(pending.raw)
+            } catch {
+                reply(pending.raw, error: error)
+            }
+        }
+    }
+
+    /// The owner renames a file it created and has not closed: nothing exists in the backing
+    /// under the old name yet, so the rename moves where the first commit will go.
+    private func renamePending(_ save: Save, to destination: Node, _ name: String, flags: UInt32) throws(Errno) {
+        if flags & Linux.RENAME_EXCHANGE != 0 { throw .invalidArgument }
+        let exists = (try? Syscall.stat(at: destination.directory, name)) != nil
+        if exists && flags & Linux.RENAME_NOREPLACE != 0 { throw .fileExists }
+        if activity.pendingSave(PendingName(directory: destination.id, name: name)) != nil && flags & Linux.RENAME_NOREPLACE != 0 {
+            throw .fileExists
+        }
+        save.retarget(directory: destination, name: name)
+        activity.movePendingName(of: save, to: PendingName(directory: destination.id, name: name))
+        _ = nodes.moved(save.node.identity, to: destination, name: name)
     }
 }

@@ -51,6 +51,24 @@ struct Mount: ParsableCommand {
     @Option(help: ArgumentHelp("Nodes the kernel may keep cached before it is asked to forget some (each holds a descriptor; default: three quarters of the descriptor limit).", valueName: "count"))
     var maxNodes: Int?
 
+    @Option(help: ArgumentHelp("Seconds an operation waits for a conflicting claim before it fails with EBUSY (default 30).", valueName: "seconds"))
+    var claimTimeout: Double = 30
+
+    @Flag(help: "Opens for reading hold a read claim until closed: writers wait for readers.")
+    var strictReads = false
+
+    @Option(help: ArgumentHelp("What a commit syncs: none (rename only), file (fsync the file first; default), full (also the directory).", valueName: "level"))
+    var durability: Durability = .file
+
+    @Option(name: .customLong("in-place"), help: ArgumentHelp("A name or path pattern of files written in place instead of atomically (repeatable; adds to the defaults: SQLite, *.log, ...).", valueName: "pattern"))
+    var inPlacePatterns: [String] = []
+
+    @Flag(help: "Use only the --in-place patterns given, not the defaults.")
+    var noDefaultInPlace = false
+
+    @Option(help: ArgumentHelp("Files larger than this many MiB are written in place (0: no limit; default 1024).", valueName: "MiB"))
+    var inPlaceLargerThan: Int64 = 1024
+
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level"))
     var logLevel: Logger.Level = .notice
 
@@ -74,6 +92,11 @@ struct Mount: ParsableCommand {
         options.maxThreads = threads
         options.maxIdleThreads = min(threads, 8)
         options.maxNodes = maxNodes
+        options.claimTimeout = .milliseconds(Int64(claimTimeout * 1000))
+        options.strictReads = strictReads
+        options.durability = durability
+        options.inPlace = InPlacePolicy(patterns: (noDefaultInPlace ? [] : InPlacePolicy.defaultPatterns) + inPlacePatterns,
+                                        largerThan: inPlaceLargerThan > 0 ? inPlaceLargerThan << 20 : nil)
         return options
     }
 

@@ -19,7 +19,7 @@ import Testing
 
     /// What the FUSE layer does on lookup: open O_PATH, stat, register.
     func lookUp(_ table: NodeTable, _ parent: Node, _ name: String) throws -> Node {
-        let descriptor = try Syscall.openAt(parent.descriptor.raw, name, Linux.O_PATH | O_NOFOLLOW)
+        let descriptor = try Syscall.openAt(parent.directory, name, Linux.O_PATH | O_NOFOLLOW)
         let status = try Syscall.statOfPathDescriptor(descriptor.raw)
         return table.lookUp(status, descriptor: descriptor, parent: parent, name: name)
     }
@@ -68,7 +68,7 @@ import Testing
         run("echo x > a")
         let table = try makeTable()
         let a = try lookUp(table, table.root, "a")
-        let status = try Syscall.stat(at: table.root.descriptor.raw, "a")
+        let status = try Syscall.stat(at: table.root.directory, "a")
         #expect(table.lookUpExisting(FileIdentity(status), parent: table.root, name: "a") === a)
         #expect(table.lookupCount(of: a.id) == 2)
     }
@@ -88,6 +88,22 @@ import Testing
         table.removedName(f.identity, parent: e, name: "g", remainingLinks: 0)
         #expect(table.path(of: f) == nil)
         #expect(table.node(f.id) != nil, "an unlinked node lives while the kernel holds it")
+    }
+
+    @Test func replacedBackingKeepsTheNodeAndMovesTheIdentity() throws {
+        run("echo old > f && echo new > staged")
+        let table = try makeTable()
+        let f = try lookUp(table, table.root, "f")
+        let oldIdentity = f.identity
+        run("mv staged f")
+        let descriptor = try Syscall.openAt(table.root.directory, "f", Linux.O_PATH | O_NOFOLLOW)
+        let newIdentity = FileIdentity(try Syscall.statOfPathDescriptor(descriptor.raw))
+        let held = f.backing // a use in flight keeps the old object open
+        table.replaceBacking(of: f, with: descriptor, identity: newIdentity)
+        #expect(f.identity == newIdentity)
+        #expect(table.lookUpExisting(newIdentity, parent: table.root, name: "f") === f)
+        #expect(table.lookUpExisting(oldIdentity, parent: table.root, name: "f") == nil)
+        #expect(fcntl(held.descriptor.raw, F_GETFD) >= 0, "the old descriptor lives while it is in use")
     }
 
     @Test func evictionPrefersFilesAndNeverTheRoot() throws {

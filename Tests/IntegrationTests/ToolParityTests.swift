@@ -133,7 +133,7 @@ import Testing
             try expectParity("""
                 set -e
                 rsync -aHX \(source)/ copy/
-                printf 'changed\\n' > copy/a/hello.txt && touch -d '2021-01-01' copy/a/hello.txt
+                printf 'changed\\n' > copy/a/run.sh && touch -d '2021-01-01' copy/a/run.sh
                 rsync -aHX --delete --itemize-changes \(source)/ copy/ | sort
                 """, in: scratch, snapshot: Self.withTimes)
         }
@@ -216,11 +216,12 @@ import Testing
                 mv tree/a tree/c && cat tree/c/f42 && du -s --apparent-size tree | cut -f1
                 rm -r tree/b && ls tree/c | wc -l
                 """, in: scratch)
-            // The budget holds: the daemon's descriptors stay near 100, not one per file seen.
+            // The budget holds: the daemon's descriptors stay near 100 (plus a /dev/fuse clone per
+            // worker thread and a few of its own), not one per file seen.
             let descriptors = { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(scratch.daemonID ?? 0)/fd").count) ?? 0 }
             var waited = 0
-            while descriptors() > 150 && waited < 100 { usleep(20_000); waited += 1 }
-            #expect(descriptors() <= 150, "the daemon holds \(descriptors()) descriptors")
+            while descriptors() > 160 && waited < 100 { usleep(20_000); waited += 1 }
+            #expect(descriptors() <= 160, "the daemon holds \(descriptors()) descriptors")
         }
     }
 }

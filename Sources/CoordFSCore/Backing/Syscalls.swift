@@ -76,6 +76,11 @@ public enum Syscall {
         return status
     }
 
+    /// A second descriptor of the same open file (shared offset and flags), close-on-exec.
+    public static func duplicate(_ fd: Int32) throws(Errno) -> OwnedDescriptor {
+        OwnedDescriptor(adopting: try check(Glibc.fcntl(fd, F_DUPFD_CLOEXEC, 0)))
+    }
+
     public static func statfs(_ fd: Int32) throws(Errno) -> statvfs {
         var result = statvfs()
         _ = try check(Glibc.fstatvfs(fd, &result))

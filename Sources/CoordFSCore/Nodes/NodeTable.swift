@@ -2,19 +2,38 @@ import Glibc
 import Synchronization
 import SystemPackage
 
-/// One backing object the kernel knows by a node id: a file, directory, symlink or special file.
+/// The backing object a node stands for right now, with its identity.
+///
+/// A commit renames a staged temp file over a file, so the object behind a file's node can
+/// change while the node (and the inode the kernel shows) stays. Each use holds a reference
+/// to the backing for its duration: the old descriptor closes only after its last use.
+/// Sendable: immutable.
+public final class NodeBacking: Sendable {
+    /// `O_PATH | O_NOFOLLOW` descriptor of the backing object.
+    public let descriptor: OwnedDescriptor
+    public let identity: FileIdentity
+
+    init(descriptor: consuming OwnedDescriptor, identity: FileIdentity) {
+        self.descriptor = descriptor
+        self.identity = identity
+    }
+}
+
+/// One object the kernel knows by a node id: a file, directory, symlink or special file.
 ///
 /// The node holds an `O_PATH` descriptor of the backing object, so it stays reachable when it
 /// is renamed or unlinked while open, and operations on it never rebuild a path string.
-/// Sendable: `id`, `identity`, `fileType` and the descriptor never change; the rest is guarded
-/// by the owning `NodeTable`'s lock and only read or written inside it.
+/// Sendable: `id` and `fileType` never change; the backing is swapped under its own lock;
+/// the rest is guarded by the owning `NodeTable`'s lock and only read or written inside it.
 public final class Node: @unchecked Sendable {
     public let id: UInt64
-    public let identity: FileIdentity
     /// `st_mode & S_IFMT` of the backing object; a node never changes type.
     public let fileType: mode_t
-    /// `O_PATH | O_NOFOLLOW` descriptor of the backing object.
-    public let descriptor: OwnedDescriptor
+    /// The descriptor of a directory node: directories are never replaced by commits, so it
+    /// stays valid for as long as the node lives. Only meaningful when `isDirectory`.
+    public let directory: Int32
+    /// Guards which backing object the node stands for (replaced only by commits of files).
+    private let current: Mutex<NodeBacking>
 
     // Guarded by NodeTable.state.
     fileprivate var lookupCount: UInt64
@@ -24,9 +43,9 @@ public final class Node: @unchecked Sendable {
 
     fileprivate init(id: UInt64, identity: FileIdentity, fileType: mode_t, descriptor: consuming OwnedDescriptor, parent: Node?, name: String, lookupCount: UInt64) {
         self.id = id
-        self.identity = identity
         self.fileType = fileType
-        self.descriptor = descriptor
+        self.directory = fileType == S_IFDIR ? descriptor.raw : -1
+        self.current = Mutex(NodeBacking(descriptor: descriptor, identity: identity))
         self.parent = parent
         self.name = name
         self.lookupCount = lookupCount
@@ -34,6 +53,23 @@ public final class Node: @unchecked Sendable {
 
     public var isDirectory: Bool { fileType == S_IFDIR }
     public var isSymlink: Bool { fileType == S_IFLNK }
+    public var isRegularFile: Bool { fileType == S_IFREG }
+
+    /// The backing object now; hold the reference for as long as its descriptor is used.
+    public var backing: NodeBacking { current.withLock { $0 } }
+
+    public var identity: FileIdentity { backing.identity }
+
+    /// Runs `body` with the raw descriptor of the current backing object, kept open throughout.
+    @inline(__always)
+    public func withDescriptor<R: ~Copyable, E: Error>(_ body: (Int32) throws(E) -> R) throws(E) -> R {
+        let backing = self.backing
+        return try withExtendedLifetime(backing) { () throws(E) -> R in try body(backing.descriptor.raw) }
+    }
+
+    fileprivate func replaceBacking(with backing: NodeBacking) {
+        current.withLock { $0 = backing }
+    }
 }
 
 /// Maps the node ids the kernel holds to backing objects and their place in the tree.
@@ -130,22 +166,49 @@ public final class NodeTable: Sendable {
         _ = dropped // released (and its descriptor closed) outside the lock
     }
 
+    /// Points `node` at a new backing object (a commit renamed a staged file over it), so the
+    /// kernel's inode, its cached pages' owner and the locks on it carry on across the commit.
+    public func replaceBacking(of node: Node, with descriptor: consuming OwnedDescriptor, identity: FileIdentity) {
+        let backing = NodeBacking(descriptor: descriptor, identity: identity)
+        let previous: NodeBacking = state.withLock { state in
+            let previous = node.backing
+            if state.byIdentity[previous.identity] === node { state.byIdentity[previous.identity] = nil }
+            if state.byID[node.id] === node { state.byIdentity[identity] = node }
+            node.replaceBacking(with: backing)
+            return previous
+        }
+        _ = previous // released (its descriptor closed after its last use) outside the lock
+    }
+
     /// Notes that `identity` now lives at `parent`/`name` (after a rename through the mount).
-    public func moved(_ identity: FileIdentity, to parent: Node, name: String) {
+    @discardableResult
+    public func moved(_ identity: FileIdentity, to parent: Node, name: String) -> Node? {
         state.withLock { state in
-            guard let node = state.byIdentity[identity], node.id != NodeTable.rootID else { return }
+            guard let node = state.byIdentity[identity], node.id != NodeTable.rootID else { return nil }
             node.parent = parent
             node.name = name
             node.isUnlinked = false
+            return node
         }
     }
 
     /// Notes that the name `parent`/`name` of `identity` is gone; when it was the node's own
     /// name and no other names remain, the node is marked unlinked (it lives on while open).
-    public func removedName(_ identity: FileIdentity, parent: Node, name: String, remainingLinks: UInt64) {
+    /// Returns the node when it was the one known by that name.
+    @discardableResult
+    public func removedName(_ identity: FileIdentity, parent: Node, name: String, remainingLinks: UInt64) -> Node? {
         state.withLock { state in
-            guard let node = state.byIdentity[identity], node.parent === parent, node.name == name else { return }
+            guard let node = state.byIdentity[identity], node.parent === parent, node.name == name else { return nil }
             if remainingLinks == 0 { node.isUnlinked = true }
+            return node
+        }
+    }
+
+    /// The directory and name the node was last reached by, or nil for the root or once unlinked.
+    public func location(of node: Node) -> (directory: Node, name: String)? {
+        state.withLock { _ in
+            guard !node.isUnlinked, let parent = node.parent else { return nil }
+            return (parent, node.name)
         }
     }
 

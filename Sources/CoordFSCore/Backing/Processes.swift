@@ -1,0 +1,148 @@
+import Glibc
+import Synchronization
+import SystemPackage
+
+/// What the claim table needs to know about the processes that call the filesystem, read from
+/// /proc with plain open and read: which process a thread belongs to (claims belong to
+/// processes, FUSE names threads), whether a process descends from another (explicit claims
+/// cover a process tree), and a process's name (for logs and events).
+public final class ProcessFacts: Sendable {
+    private struct CachedGroup {
+        let group: Int32
+        let validUntil: ContinuousClock.Instant
+    }
+
+    /// Guards the thread id → thread-group id cache. Entries expire quickly because the kernel
+    /// reuses ids; the map is bounded, and when it is full the expired entries go (or, if none
+    /// have expired, all of them: the next lookups just read /proc again).
+    private let groups = Mutex<[Int32: CachedGroup]>([:])
+    private let validity: Duration
+    private let capacity: Int
+
+    public convenience init() {
+        self.init(validity: .seconds(1), capacity: 4096)
+    }
+
+    init(validity: Duration, capacity: Int) {
+        self.validity = validity
+        self.capacity = capacity
+    }
+
+    /// Thread-group id (the process id) of a thread id, as FUSE reports callers. Falls back to
+    /// the id itself when /proc has no entry for it (the thread is gone).
+    public func threadGroup(of threadID: Int32) -> Int32 {
+        let now = ContinuousClock.now
+        if let cached = groups.withLock({ $0[threadID] }), cached.validUntil > now {
+            return cached.group
+        }
+        guard let group = Self.statusField(of: threadID, "Tgid") else { return threadID }
+        groups.withLock { cache in
+            if cache.count >= capacity {
+                cache = cache.filter { $0.value.validUntil > now }
+                if cache.count >= capacity { cache.removeAll(keepingCapacity: true) }
+            }
+            cache[threadID] = CachedGroup(group: group, validUntil: now + validity)
+        }
+        return group
+    }
+
+    /// True when `pid` is `ancestor` or descends from it, following parent ids up /proc.
+    /// A process that has gone, or whose chain reaches pid 1 or 0 first, is not in the tree.
+    public func isInTree(_ pid: Int32, rootedAt ancestor: Int32) -> Bool {
+        var current = pid
+        // Parent chains are short; the bound only guards against a chain that changes under us.
+        for _ in 0..<4096 {
+            if current == ancestor { return true }
+            guard current > 1, let parent = Self.statusField(of: current, "PPid"), parent != current else { return false }
+            current = parent
+        }
+        return false
+    }
+
+    /// The process's name (`comm`, at most 15 bytes), nil when it is gone.
+    public func name(of pid: Int32) -> String? {
+        Self.readProcFile(pid, "comm", capacity: 64) { bytes in
+            var text = Substring(decoding: bytes, as: UTF8.self)
+            while text.last == "\n" { text.removeLast() }
+            return String(text)
+        }
+    }
+
+    // MARK: Reading /proc
+
+    /// A numeric field of /proc/ID/status ("Tgid", "PPid", ...). They all sit in the first few
+    /// hundred bytes, after the name, so one short read is enough.
+    static func statusField(of id: Int32, _ field: StaticString) -> Int32? {
+        readProcFile(id, "status", capacity: 512) { bytes -> Int32? in
+            let key = UnsafeRawBufferPointer(start: field.utf8Start, count: field.utf8CodeUnitCount)
+            var lineStart = 0
+            while lineStart < bytes.count {
+                let lineEnd = bytes[lineStart...].firstIndex(of: UInt8(ascii: "\n")) ?? bytes.count
+                let line = bytes[lineStart..<lineEnd]
+                if line.count > key.count, line[lineStart + key.count] == UInt8(ascii: ":"),
+                   line.starts(with: key) {
+                    return parseNumber(line.dropFirst(key.count + 1))
+                }
+                lineStart = lineEnd + 1
+            }
+            return nil
+        }
+    }
+
+    /// The decimal number in `bytes` after leading blanks.
+    static func parseNumber(_ bytes: Slice<UnsafeRawBufferPointer>) -> Int32? {
+        var value: Int64 = 0
+        var digits = 0
+        for byte in bytes.drop(while: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }) {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { break }
+            value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+            digits += 1
+            if value > Int64(Int32.max) { return nil }
+        }
+        return digits > 0 ? Int32(value) : nil
+    }
+
+    /// Reads up to `capacity` bytes from the start of /proc/ID/LEAF and hands them to `body`;
+    /// nil when the file cannot be opened or read. The path is built on the stack and the bytes
+    /// read into a stack buffer, so a lookup costs the three system calls and nothing more.
+    static func readProcFile<T>(_ id: Int32, _ leaf: StaticString, capacity: Int,
+                                _ body: (UnsafeRawBufferPointer) -> T?) -> T? {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { path -> T? in
+            guard id >= 0, writeProcPath(id, leaf, into: path) else { return nil }
+            guard let descriptor = try? Syscall.openAt(AT_FDCWD, UnsafePointer(path.baseAddress!), O_RDONLY) else { return nil }
+            return withUnsafeTemporaryAllocation(byteCount: capacity, alignment: 1) { buffer -> T? in
+                guard let count = try? Syscall.read(descriptor.raw, into: buffer, at: 0), count > 0 else { return nil }
+                return body(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            }
+        }
+    }
+
+    /// Writes "/proc/ID/LEAF" and a terminating NUL into `buffer`; false when it does not fit.
+    static func writeProcPath(_ id: Int32, _ leaf: StaticString, into buffer: UnsafeMutableBufferPointer<CChar>) -> Bool {
+        var length = 0
+        func put(_ byte: UInt8) -> Bool {
+            guard length < buffer.count else { return false }
+            buffer[length] = CChar(bitPattern: byte)
+            length += 1
+            return true
+        }
+        for byte in "/proc/".utf8 where !put(byte) { return false }
+        var digitCount = 1
+        var scale: Int32 = 10
+        while digitCount < 10 && id >= scale {
+            digitCount += 1
+            scale = scale &* 10
+        }
+        guard length + digitCount <= buffer.count else { return false }
+        var rest = id
+        for position in stride(from: length + digitCount - 1, through: length, by: -1) {
+            buffer[position] = CChar(bitPattern: UInt8(ascii: "0") + UInt8(rest % 10))
+            rest /= 10
+        }
+        length += digitCount
+        guard put(UInt8(ascii: "/")) else { return false }
+        let leafBytes = UnsafeBufferPointer(start: leaf.utf8Start, count: leaf.utf8CodeUnitCount)
+        for byte in leafBytes where !put(byte) { return false }
+        return put(0)
+    }
+}

@@ -1,0 +1,268 @@
+/// A waiter's callback and the outcome to give it, collected under the lock and run after it.
+typealias ClaimWakeup = (callback: @Sendable (ClaimWaitOutcome) -> Void, outcome: ClaimWaitOutcome)
+
+/// The claim table's state and rules, with no locking and no threads: `ClaimTable` owns one
+/// behind its mutex, calls in with the lock held, and runs the wakeups it gets back after unlocking.
+struct ClaimState {
+    /// Asked, under the lock, whether `requester` may pass a conflicting claim of `holder`.
+    let passesThrough: @Sendable (_ holder: ClaimOwner, _ requester: ClaimOwner) -> Bool
+    var trie = PathTrie()
+    /// Queued requests by ticket.
+    var waiters: [UInt64: Waiter] = [:]
+    /// Queued requests by owner, in arrival order: a grant to an owner can free its other waiters.
+    var waitersByOwner: [ClaimOwner: [Waiter]] = [:]
+    var deadlines = DeadlineHeap()
+    var nextTicket: UInt64 = 1
+    var nextGrant: UInt64 = 1
+
+    init(passesThrough: @escaping @Sendable (_ holder: ClaimOwner, _ requester: ClaimOwner) -> Bool) {
+        self.passesThrough = passesThrough
+    }
+
+    // MARK: The conflict rule
+
+    /// Whether a claim `held` by `holder` stands in the way of `requester` asking for `wanted`
+    /// on an overlapping path. The owner test comes first: it is the cheap one, and it keeps
+    /// `passesThrough` (caller-supplied) out of every uncontended path.
+    @inline(__always)
+    func conflicts(_ holder: ClaimOwner, _ held: ClaimMode, _ requester: ClaimOwner, _ wanted: ClaimMode) -> Bool {
+        holder != requester && !held.isCompatible(with: wanted) && !passesThrough(holder, requester)
+    }
+
+    /// Whether some granted claim conflicts with one of `requests`.
+    func isHeldAgainst(_ requests: [ClaimRequest], by owner: ClaimOwner) -> Bool {
+        for request in requests {
+            let blocked = trie.anyOverlapping(request.path, .holds) { entry in
+                entry.holds.contains { conflicts($0.owner, $0.mode, owner, request.mode) }
+            }
+            if blocked { return true }
+        }
+        return false
+    }
+
+    /// Whether a waiter that arrived before `ticket` conflicts with one of `requests`, leaving
+    /// out the waiters `ignoring` names.
+    func isQueuedAgainst(_ requests: [ClaimRequest], by owner: ClaimOwner, before ticket: UInt64,
+                         ignoring: (Waiter) -> Bool = { _ in false }) -> Bool {
+        for request in requests {
+            let blocked = trie.anyOverlapping(request.path, .waits) { entry in
+                entry.waits.contains {
+                    $0.waiter.ticket < ticket && conflicts($0.waiter.owner, $0.mode, owner, request.mode) && !ignoring($0.waiter)
+                }
+            }
+            if blocked { return true }
+        }
+        return false
+    }
+
+    /// Whether `owner` already holds, or passes through, a granted claim overlapping one of
+    /// `requests`. Such an owner may be inside a protocol that others queue behind (a second
+    /// open of a file it writes, a program run under an explicit claim): making it queue behind
+    /// them would make it wait for itself.
+    func isAlreadyInside(_ requests: [ClaimRequest], owner: ClaimOwner) -> Bool {
+        for request in requests {
+            let inside = trie.anyOverlapping(request.path, .holds) { entry in
+                entry.holds.contains { $0.owner == owner || passesThrough($0.owner, owner) }
+            }
+            if inside { return true }
+        }
+        return false
+    }
+
+    /// Whether `waiter` cannot go before `owner` lets go of something: a granted claim of
+    /// `owner` (or one `owner` passes through, whose holder waits for `owner` to finish) blocks
+    /// it, or an earlier waiter it queues behind is in that position. Queueing `owner` behind
+    /// such a waiter would close a cycle that only a timeout could break.
+    ///
+    /// `examined` holds the waiters already looked at in this search: an answer does not change
+    /// while the lock is held, and the queue edges only point to earlier waiters, so each waiter
+    /// is examined once. A waiter's own right to skip waiters that wait for its owner is not
+    /// modelled: at worst that counts a waiter as waiting for `owner` when it does not.
+    func waits(_ waiter: Waiter, for owner: ClaimOwner, examined: inout Set<UInt64>) -> Bool {
+        guard examined.insert(waiter.ticket).inserted else { return false }
+        for request in waiter.requests {
+            let held = trie.anyOverlapping(request.path, .holds) { entry in
+                entry.holds.contains {
+                    conflicts($0.owner, $0.mode, waiter.owner, request.mode)
+                        && ($0.owner == owner || passesThrough($0.owner, owner))
+                }
+            }
+            if held { return true }
+        }
+        if isAlreadyInside(waiter.requests, owner: waiter.owner) { return false }
+        return isQueuedAgainst(waiter.requests, by: waiter.owner, before: waiter.ticket) { earlier in
+            waits(earlier, for: owner, examined: &examined)
+        }
+    }
+
+    /// The admission rule: a request goes when no granted claim conflicts with it and no
+    /// earlier waiter does. Two exceptions keep an owner from waiting for itself: an owner
+    /// already inside an overlapping claim is checked against granted claims only, and a
+    /// waiter that itself waits for the requester does not count. `ticket` is the request's
+    /// own (`.max` for a new one).
+    func isBlocked(_ requests: [ClaimRequest], owner: ClaimOwner, ticket: UInt64) -> Bool {
+        if isHeldAgainst(requests, by: owner) { return true }
+        let othersQueued = waiters.count > (ticket == .max ? 0 : 1)
+        guard othersQueued, isQueuedAgainst(requests, by: owner, before: ticket) else { return false }
+        if isAlreadyInside(requests, owner: owner) { return false }
+        var examined: Set<UInt64> = []
+        return isQueuedAgainst(requests, by: owner, before: ticket) { waiter in
+            waits(waiter, for: owner, examined: &examined)
+        }
+    }
+
+    /// The granted claims that conflict with `requests`; when there are none (the request only
+    /// queues behind earlier waiters), the granted claims those waiters wait for. For messages.
+    func blockers(of requests: [ClaimRequest], owner: ClaimOwner, ticket: UInt64) -> [ClaimHolder] {
+        var found: [Hold] = []
+        collectConflictingHolds(requests, owner, into: &found)
+        if found.isEmpty {
+            for request in requests {
+                _ = trie.anyOverlapping(request.path, .waits) { entry in
+                    for wait in entry.waits
+                    where wait.waiter.ticket < ticket && conflicts(wait.waiter.owner, wait.mode, owner, request.mode) {
+                        collectConflictingHolds(wait.waiter.requests, wait.waiter.owner, into: &found)
+                    }
+                    return false
+                }
+            }
+        }
+        return found.map(\.holder)
+    }
+
+    private func collectConflictingHolds(_ requests: [ClaimRequest], _ owner: ClaimOwner, into found: inout [Hold]) {
+        for request in requests {
+            _ = trie.anyOverlapping(request.path, .holds) { entry in
+                for hold in entry.holds where conflicts(hold.owner, hold.mode, owner, request.mode) {
+                    if !found.contains(where: { $0.grant == hold.grant && $0.path == hold.path }) {
+                        found.append(hold)
+                    }
+                }
+                return false
+            }
+        }
+    }
+
+    // MARK: Changes
+
+    /// Records every path of the request as held, all at once.
+    mutating func grant(_ requests: [ClaimRequest], owner: ClaimOwner) -> ClaimGrant {
+        let id = nextGrant
+        nextGrant += 1
+        let now = ContinuousClock.now
+        for request in requests {
+            let entry = trie.entryForAdding(request.path, .holds)
+            entry.holds.append(Hold(grant: id, mode: request.mode, owner: owner, path: request.path, since: now))
+        }
+        return ClaimGrant(id: id, owner: owner, requests: requests)
+    }
+
+    /// Drops one hold of `grant` on `path`; false when there is none (already released).
+    mutating func removeHold(_ grant: UInt64, at path: MountPath) -> Bool {
+        guard let entry = trie.existingEntry(path),
+              let index = entry.holds.firstIndex(where: { $0.grant == grant }) else { return false }
+        entry.holds.swapAt(index, entry.holds.count - 1)
+        entry.holds.removeLast()
+        trie.itemRemoved(from: entry, .holds)
+        return true
+    }
+
+    /// Queues a request: one wait per path in the trie, plus the waiter map and the deadline heap.
+    mutating func enqueue(_ requests: [ClaimRequest], owner: ClaimOwner, deadline: ContinuousClock.Instant,
+                          onOutcome: @escaping @Sendable (ClaimWaitOutcome) -> Void) -> Waiter {
+        let waiter = Waiter(ticket: nextTicket, owner: owner, requests: requests, since: .now,
+                            deadline: deadline, onOutcome: onOutcome)
+        nextTicket += 1
+        for request in requests {
+            trie.entryForAdding(request.path, .waits).waits.append(Wait(waiter: waiter, mode: request.mode))
+        }
+        waiters[waiter.ticket] = waiter
+        waitersByOwner[owner, default: []].append(waiter)
+        deadlines.insert(waiter)
+        return waiter
+    }
+
+    /// Takes a waiter out of the queue (granted, timed out or cancelled).
+    mutating func dequeue(_ waiter: Waiter) {
+        waiter.isWaiting = false
+        waiters[waiter.ticket] = nil
+        if var sameOwner = waitersByOwner.removeValue(forKey: waiter.owner) {
+            sameOwner.removeAll { $0 === waiter }
+            if !sameOwner.isEmpty { waitersByOwner[waiter.owner] = sameOwner }
+        }
+        deadlines.remove(waiter)
+        for request in waiter.requests {
+            guard let entry = trie.existingEntry(request.path),
+                  let index = entry.waits.firstIndex(where: { $0.waiter === waiter }) else { continue }
+            entry.waits.remove(at: index)
+            trie.itemRemoved(from: entry, .waits)
+        }
+    }
+
+    // MARK: Waking waiters
+
+    /// Grants, in arrival order, every waiter that the changes at `paths` may have freed and
+    /// that the admission rule now lets go. Only some waiters can have changed their answer:
+    /// those overlapping a changed path, and, after a grant to `grantee`, the grantee's own
+    /// waiters (now inside a claim, or waited for by those ahead of them) — all of them when the
+    /// grantee is a client, whose claim the processes of its tree pass through. A waiter granted
+    /// here changes its own paths in turn, so the search spreads from there instead of scanning
+    /// the whole queue.
+    mutating func wake(overlapping paths: some Sequence<MountPath>, grantee: ClaimOwner? = nil,
+                       into wakeups: inout [ClaimWakeup]) {
+        guard !waiters.isEmpty else { return }
+        // Kept sorted by ticket, latest first, so popLast yields the earliest.
+        var candidates: [Waiter] = []
+        for path in paths { addCandidates(overlapping: path, to: &candidates) }
+        if let grantee { addCandidates(affectedByGrantTo: grantee, to: &candidates) }
+        while let waiter = candidates.popLast() {
+            waiter.isCandidate = false
+            guard waiter.isWaiting, !isBlocked(waiter.requests, owner: waiter.owner, ticket: waiter.ticket) else { continue }
+            dequeue(waiter)
+            let grant = grant(waiter.requests, owner: waiter.owner)
+            wakeups.append((waiter.onOutcome, .granted(grant)))
+            for request in waiter.requests { addCandidates(overlapping: request.path, to: &candidates) }
+            addCandidates(affectedByGrantTo: waiter.owner, to: &candidates)
+        }
+    }
+
+    private func addCandidates(overlapping path: MountPath, to candidates: inout [Waiter]) {
+        _ = trie.anyOverlapping(path, .waits) { entry in
+            for wait in entry.waits { Self.add(wait.waiter, to: &candidates) }
+            return false
+        }
+    }
+
+    private func addCandidates(affectedByGrantTo owner: ClaimOwner, to candidates: inout [Waiter]) {
+        if case .client = owner {
+            for waiter in waiters.values { Self.add(waiter, to: &candidates) }
+        } else if let sameOwner = waitersByOwner[owner] {
+            for waiter in sameOwner { Self.add(waiter, to: &candidates) }
+        }
+    }
+
+    private static func add(_ waiter: Waiter, to candidates: inout [Waiter]) {
+        guard !waiter.isCandidate else { return }
+        waiter.isCandidate = true
+        // Binary search for the first position whose ticket is smaller (latest first).
+        var low = 0
+        var high = candidates.count
+        while low < high {
+            let middle = (low + high) / 2
+            if candidates[middle].ticket > waiter.ticket { low = middle + 1 } else { high = middle }
+        }
+        candidates.insert(waiter, at: low)
+    }
+
+    /// Times out every waiter whose deadline is not after `now`, then wakes those it was holding up.
+    mutating func expire(now: ContinuousClock.Instant, into wakeups: inout [ClaimWakeup]) {
+        var freed: [MountPath] = []
+        while let waiter = deadlines.first, waiter.deadline <= now {
+            let blockers = blockers(of: waiter.requests, owner: waiter.owner, ticket: waiter.ticket)
+            dequeue(waiter)
+            wakeups.append((waiter.onOutcome, .timedOut(blockers: blockers)))
+            freed.append(contentsOf: waiter.requests.lazy.map(\.path))
+        }
+        wake(overlapping: freed, into: &wakeups)
+    }
+}

@@ -1,0 +1,198 @@
+import Dispatch
+import Synchronization
+
+/// Hierarchical reader-writer claims on mount paths, with fair queueing and deadlines
+/// (Docs/LOCKING.md is the specification).
+///
+/// A request names one or more paths and is granted all at once or not at all; a queued
+/// request holds nothing. Waiting takes no thread: a queued request's callback runs later on
+/// whichever thread frees it (a `release`, a `cancel` or the table's one deadline timer), always
+/// after the table's lock is released, so callbacks may call back into the table.
+public final class ClaimTable: Sendable {
+    private struct Locked {
+        var claims: ClaimState
+        /// One-shot timer for the earliest deadline; made when the first request queues.
+        var timer: (any DispatchSourceTimer)?
+        /// The deadline the timer is set for, nil while it is idle.
+        var armedFor: ContinuousClock.Instant?
+    }
+
+    /// Guards the claim state (trie, queue, deadline heap, counters) and the timer's arming.
+    /// Sendable: `Mutex` is; the classes inside are touched only with it held.
+    private let locked: Mutex<Locked>
+    /// Where the timer's handler runs.
+    private let timerQueue = DispatchQueue(label: "coordfs.claims.deadlines")
+
+    /// `passesThrough(holder, requester)`: asked only when two different owners conflict (and,
+    /// when a request would queue behind a waiter, whether its owner passes through a claim it
+    /// overlaps); true lets the requester pass. It runs under the table's lock: it must be
+    /// quick and must not call into the table. Default: never.
+    public init(passesThrough: @escaping @Sendable (_ holder: ClaimOwner, _ requester: ClaimOwner) -> Bool = { _, _ in false }) {
+        locked = Mutex(Locked(claims: ClaimState(passesThrough: passesThrough)))
+    }
+
+    deinit {
+        locked.withLock { $0.timer?.cancel() }
+    }
+
+    /// Grants now, or returns the holders that conflict. Never queues. It follows the same rule
+    /// as `acquire`, so it also fails when the request would have to queue behind an earlier waiter.
+    public func tryAcquire(_ requests: [ClaimRequest], owner: ClaimOwner) -> Result<ClaimGrant, ClaimConflict> {
+        let (result, wakeups) = locked.withLock { locked -> (Result<ClaimGrant, ClaimConflict>, [ClaimWakeup]) in
+            if locked.claims.isBlocked(requests, owner: owner, ticket: .max) {
+                let blockers = locked.claims.blockers(of: requests, owner: owner, ticket: .max)
+                return (.failure(ClaimConflict(blockers: blockers)), [])
+            }
+            var wakeups: [ClaimWakeup] = []
+            let grant = locked.claims.grant(requests, owner: owner)
+            locked.claims.wake(overlapping: requests.lazy.map(\.path), grantee: owner, into: &wakeups)
+            return (.success(grant), wakeups)
+        }
+        Self.run(wakeups)
+        return result
+    }
+
+    /// Grants now (`.granted`; `onOutcome` is not called) or queues (`.waiting`): then `onOutcome`
+    /// is called exactly once, later, outside the lock, with `.granted` or, at `deadline`,
+    /// `.timedOut` — unless `cancel` takes the waiter out first. The call may come before this
+    /// method has returned the ticket (another thread may free the request at once).
+    public func acquire(_ requests: [ClaimRequest], owner: ClaimOwner, deadline: ContinuousClock.Instant,
+                        onOutcome: @escaping @Sendable (ClaimWaitOutcome) -> Void) -> ClaimAttempt {
+        let (attempt, wakeups) = locked.withLock { locked -> (ClaimAttempt, [ClaimWakeup]) in
+            if !locked.claims.isBlocked(requests, owner: owner, ticket: .max) {
+                var wakeups: [ClaimWakeup] = []
+                let grant = locked.claims.grant(requests, owner: owner)
+                // A grant only adds claims, but it can let waiters of the same owner skip the queue.
+                locked.claims.wake(overlapping: requests.lazy.map(\.path), grantee: owner, into: &wakeups)
+                return (.granted(grant), wakeups)
+            }
+            let waiter = locked.claims.enqueue(requests, owner: owner, deadline: deadline, onOutcome: onOutcome)
+            arm(&locked)
+            return (.waiting(ClaimWaitTicket(id: waiter.ticket)), [])
+        }
+        Self.run(wakeups)
+        return attempt
+    }
+
+    /// Removes a waiter. True when it was still waiting: then its callback is never called.
+    /// False when it was already granted or timed out (its callback has run or is running).
+    @discardableResult
+    public func cancel(_ ticket: ClaimWaitTicket) -> Bool {
+        let (removed, wakeups) = locked.withLock { locked -> (Bool, [ClaimWakeup]) in
+            guard let waiter = locked.claims.waiters[ticket.id] else { return (false, []) }
+            locked.claims.dequeue(waiter)
+            var wakeups: [ClaimWakeup] = []
+            locked.claims.wake(overlapping: waiter.requests.lazy.map(\.path), into: &wakeups)
+            return (true, wakeups)
+        }
+        Self.run(wakeups)
+        return removed
+    }
+
+    /// Releases a grant (a second release does nothing) and wakes the waiters that can now go,
+    /// after unlocking.
+    public func release(_ grant: ClaimGrant) {
+        let wakeups = locked.withLock { locked -> [ClaimWakeup] in
+            var released = false
+            for request in grant.requests where locked.claims.removeHold(grant.id, at: request.path) {
+                released = true
+            }
+            var wakeups: [ClaimWakeup] = []
+            if released {
+                locked.claims.wake(overlapping: grant.requests.lazy.map(\.path), into: &wakeups)
+            }
+            return wakeups
+        }
+        Self.run(wakeups)
+    }
+
+    /// Releases every grant of `owner` and takes its waiters out of the queue without calling
+    /// them, returning their tickets: what a control-socket client's disconnect does.
+    @discardableResult
+    public func releaseAll(of owner: ClaimOwner) -> [ClaimWaitTicket] {
+        let (tickets, wakeups) = locked.withLock { locked -> ([ClaimWaitTicket], [ClaimWakeup]) in
+            var held: [Hold] = []
+            locked.claims.trie.forEachEntry { entry in
+                held.append(contentsOf: entry.holds.lazy.filter { $0.owner == owner })
+            }
+            for hold in held {
+                _ = locked.claims.removeHold(hold.grant, at: hold.path)
+            }
+            let queued = locked.claims.waiters.values.filter { $0.owner == owner }.sorted { $0.ticket < $1.ticket }
+            for waiter in queued {
+                locked.claims.dequeue(waiter)
+            }
+            var wakeups: [ClaimWakeup] = []
+            let paths = held.lazy.map(\.path) + queued.lazy.flatMap { $0.requests.lazy.map(\.path) }
+            locked.claims.wake(overlapping: paths, into: &wakeups)
+            return (queued.map { ClaimWaitTicket(id: $0.ticket) }, wakeups)
+        }
+        Self.run(wakeups)
+        return tickets
+    }
+
+    /// Number of live entries (path nodes) in the table: 0 when nothing is held or waited for.
+    public var entryCount: Int {
+        locked.withLock { $0.claims.trie.entryCount }
+    }
+
+    /// Number of queued requests.
+    public var waiterCount: Int {
+        locked.withLock { $0.claims.waiters.count }
+    }
+
+    /// For status: every holder (by path, then age), and every waiter in arrival order.
+    public func snapshot() -> ClaimTableSnapshot {
+        locked.withLock { locked in
+            var holders: [ClaimHolder] = []
+            locked.claims.trie.forEachEntry { entry in
+                holders.append(contentsOf: entry.holds.map(\.holder))
+            }
+            holders.sort { ($0.path.description, $0.since) < ($1.path.description, $1.since) }
+            let waiters = locked.claims.waiters.values.sorted { $0.ticket < $1.ticket }.map(\.info)
+            return ClaimTableSnapshot(holders: holders, waiters: waiters)
+        }
+    }
+
+    // MARK: Deadlines
+
+    /// Sets the timer for the earliest deadline if it is not already set for that or earlier.
+    /// Called with the lock held: scheduling a dispatch timer does not block or run callbacks.
+    private func arm(_ locked: inout Locked) {
+        guard let earliest = locked.claims.deadlines.first?.deadline else { return }
+        if let armed = locked.armedFor, armed <= earliest { return }
+        let timer: any DispatchSourceTimer
+        if let existing = locked.timer {
+            timer = existing
+        } else {
+            timer = DispatchSource.makeTimerSource(queue: timerQueue)
+            timer.setEventHandler { [weak self] in self?.expireWaiters() }
+            timer.activate()
+            locked.timer = timer
+        }
+        // Capped at a day: the timer only has to fire no later than the deadline, and a
+        // spurious early firing just sets it again.
+        let (seconds, attoseconds) = min(max(earliest - .now, .zero), .seconds(86_400)).components
+        let nanoseconds = Int(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        timer.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .never, leeway: .microseconds(200))
+        locked.armedFor = earliest
+    }
+
+    /// The timer fired: time out what is due, wake what that frees, set the timer for the next.
+    private func expireWaiters() {
+        let wakeups = locked.withLock { locked -> [ClaimWakeup] in
+            locked.armedFor = nil
+            var wakeups: [ClaimWakeup] = []
+            locked.claims.expire(now: .now, into: &wakeups)
+            arm(&locked)
+            return wakeups
+        }
+        Self.run(wakeups)
+    }
+
+    private static func run(_ wakeups: [ClaimWakeup]) {
+        for wakeup in wakeups {
+            wakeup.callback(wakeup.outcome)
+        }
+    }
+}

@@ -1,0 +1,201 @@
+import Synchronization
+import CoordFSCore
+
+/// What the mount tracks about a regular file while it is open: its pending save, and the
+/// readers that read through the kernel's page cache.
+///
+/// The kernel keeps one page cache per inode, and a file keeps its inode across commits (so
+/// locks and identity carry on). Readers that opened before a commit read the old version
+/// through their own descriptors; if readers of the new version filled the same cache, an old
+/// reader could read a mix. So after a commit, while any older cached reader is still open,
+/// new readers bypass the cache (direct I/O), and once the last older reader closes the cache
+/// is dropped and used again.
+///
+/// Not Sendable on its own: only touched under `ActivityRegistry`'s lock.
+final class FileActivity {
+    var save: Save?
+    /// Open handles reading through the page cache, by owner.
+    var cachedReaderOwners: [ClaimOwner: Int] = [:]
+    var cachedReaders = 0
+    /// The page cache may hold pages of a version older than the committed one.
+    var cacheIsStale = false
+
+    var isIdle: Bool { save == nil && cachedReaders == 0 && !cacheIsStale }
+}
+
+/// A name in a directory, for saves whose target does not exist in the backing yet.
+struct PendingName: Hashable {
+    let directory: UInt64
+    let name: String
+}
+
+/// Every file with a pending save or cached readers, and the names of files created through
+/// the mount that only their creator sees until their first commit.
+///
+/// Sendable: all state is behind one lock; counts are atomics so hot paths (getattr, lookup)
+/// skip the lock when nothing is pending.
+final class ActivityRegistry: Sendable {
+    private struct State {
+        var files: [UInt64: FileActivity] = [:]
+        var pendingNames: [PendingName: Save] = [:]
+    }
+
+    /// Guards both maps and every `FileActivity` in them. Never held while calling into a
+    /// save (its lock comes after this one) or the backing.
+    private let state = Mutex(State())
+    /// Saves in progress; lets getattr skip the lock when there are none.
+    private let saveCount = Atomic<Int>(0)
+    /// Pending names; lets lookups that miss skip the lock when there are none.
+    private let pendingNameCount = Atomic<Int>(0)
+
+    /// Files whose page cache may hold an older version.
+    private let staleCount = Atomic<Int>(0)
+
+    var hasSaves: Bool { saveCount.load(ordering: .relaxed) > 0 }
+
+    /// Whether the kernel must not cache the node's attributes: a save is pending (its owner and
+    /// everyone else see different sizes) or readers of different versions are open.
+    func needsFreshAttributes(_ node: Node) -> Bool {
+        guard hasSaves || staleCount.load(ordering: .relaxed) > 0 else { return false }
+        return state.withLock { state in
+            guard let activity = state.files[node.id] else { return false }
+            return activity.save != nil || activity.cacheIsStale
+        }
+    }
+    var hasPendingNames: Bool { pendingNameCount.load(ordering: .relaxed) > 0 }
+
+    func save(of node: Node) -> Save? {
+        guard hasSaves else { return nil }
+        return state.withLock { $0.files[node.id]?.save }
+    }
+
+    /// Adds a writer to the node's save, if it has one. Under the registry's lock, so a save
+    /// that has just lost its last writer is either joined or ended, never both.
+    func joinSave(of node: Node) -> Save? {
+        guard hasSaves else { return nil }
+        return state.withLock { state in
+            guard let save = state.files[node.id]?.save else { return nil }
+            save.addWriter()
+            return save
+        }
+    }
+
+    /// Installs `candidate` as the node's save with one writer, or joins the one in force.
+    func installSave(_ candidate: Save, pendingName: PendingName? = nil) -> Save {
+        state.withLock { state in
+            let activity = state.files[candidate.node.id] ?? FileActivity()
+            state.files[candidate.node.id] = activity
+            if let existing = activity.save {
+                existing.addWriter()
+                return existing
+            }
+            candidate.addWriter()
+            activity.save = candidate
+            saveCount.add(1, ordering: .relaxed)
+            if let pendingName {
+                state.pendingNames[pendingName] = candidate
+                pendingNameCount.add(1, ordering: .relaxed)
+            }
+            return candidate
+        }
+    }
+
+    /// Whether readers other than `owner` read the committed version through the page cache.
+    func hasCachedReaders(_ node: Node, besides owner: ClaimOwner) -> Bool {
+        state.withLock { state in
+            guard let activity = state.files[node.id] else { return false }
+            return activity.cachedReaders > (activity.cachedReaderOwners[owner] ?? 0)
+        }
+    }
+
+    /// Ends a save that has no writers: it no longer stands for the node, and its pending
+    /// name (if any) goes. A save a writer joined meanwhile stays.
+    func endSave(_ save: Save) {
+        state.withLock { state in
+            guard let activity = state.files[save.node.id], activity.save === save, save.hasNoWriters else { return }
+            activity.save = nil
+            saveCount.subtract(1, ordering: .relaxed)
+            Self.dropPendingNames(of: save, in: &state, count: pendingNameCount)
+            if activity.isIdle { state.files[save.node.id] = nil }
+        }
+    }
+
+    /// The save whose not-yet-committed file is named `name` in `directory`, if any.
+    func pendingSave(_ name: PendingName) -> Save? {
+        guard hasPendingNames else { return nil }
+        return state.withLock { $0.pendingNames[name] }
+    }
+
+    /// The file now exists under its name (first commit), or was unlinked: no longer pending.
+    func clearPendingName(of save: Save) {
+        state.withLock { state in Self.dropPendingNames(of: save, in: &state, count: pendingNameCount) }
+    }
+
+    /// The owner renamed a pending file: it is pending under the new name.
+    func movePendingName(of save: Save, to name: PendingName) {
+        state.withLock { state in
+            Self.dropPendingNames(of: save, in: &state, count: pendingNameCount)
+            state.pendingNames[name] = save
+            pendingNameCount.add(1, ordering: .relaxed)
+        }
+    }
+
+    private static func dropPendingNames(of save: Save, in state: inout State, count: borrowing Atomic<Int>) {
+        for (name, pending) in state.pendingNames where pending === save {
+            state.pendingNames[name] = nil
+            count.subtract(1, ordering: .relaxed)
+        }
+    }
+
+    // MARK: Page-cache readers
+
+    /// Registers a reader of the committed version; true when it may use the page cache.
+    func openReader(of node: Node, owner: ClaimOwner) -> Bool {
+        state.withLock { state in
+            let activity = state.files[node.id] ?? FileActivity()
+            state.files[node.id] = activity
+            // During a save, or while older readers hold the cache, read around the cache.
+            if activity.cacheIsStale || activity.save != nil { return false }
+            activity.cachedReaders += 1
+            activity.cachedReaderOwners[owner, default: 0] += 1
+            return true
+        }
+    }
+
+    /// A cached reader closed; true when the page cache must now be dropped (it may hold an
+    /// older version and the last reader of that version is gone). It stays marked stale
+    /// until the kernel has dropped it (`cacheDropped`).
+    func closeReader(of node: Node, owner: ClaimOwner) -> Bool {
+        state.withLock { state in
+            guard let activity = state.files[node.id] else { return false }
+            activity.cachedReaders -= 1
+            if let count = activity.cachedReaderOwners[owner] {
+                activity.cachedReaderOwners[owner] = count > 1 ? count - 1 : nil
+            }
+            let mustDrop = activity.cacheIsStale && activity.cachedReaders == 0
+            if activity.isIdle { state.files[node.id] = nil }
+            return mustDrop
+        }
+    }
+
+    /// A commit replaced the node's version: until the kernel has dropped the cache and every
+    /// reader of an older version has closed, new readers bypass the cache.
+    func noteCommit(of node: Node) {
+        state.withLock { state in
+            let activity = state.files[node.id] ?? FileActivity()
+            state.files[node.id] = activity
+            if !activity.cacheIsStale { staleCount.add(1, ordering: .relaxed) }
+            activity.cacheIsStale = true
+        }
+    }
+
+    /// The kernel dropped the node's cache; with no older reader left, the cache is good again.
+    func cacheDropped(of node: Node) {
+        state.withLock { state in
+            guard let activity = state.files[node.id], activity.cachedReaders == 0 else { return }
+            if activity.cacheIsStale { staleCount.subtract(1, ordering: .relaxed) }
+            activity.cacheIsStale = false
+            if activity.isIdle { state.files[node.id] = nil }
+        }
+    }
+}

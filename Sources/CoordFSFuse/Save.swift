@@ -1,0 +1,225 @@
+import Glibc
+import Synchronization
+import CoordFSCore
+import SystemPackage
+
+/// A descriptor several handles read or write through, closed after its last user.
+///
+/// Sendable: immutable.
+final class SharedDescriptor: Sendable {
+    let descriptor: OwnedDescriptor
+
+    init(_ descriptor: consuming OwnedDescriptor) {
+        self.descriptor = descriptor
+    }
+
+    var raw: Int32 { descriptor.raw }
+}
+
+/// What a commit did, for the caller to publish and to tell the kernel.
+struct CommitReport: Sendable {
+    /// True when the commit made the name appear (a file created through the mount).
+    let created: Bool
+    let path: MountPath?
+    let size: Int64
+}
+
+/// The pending atomic save of one file by one owner: every handle that owner opens for
+/// writing shares it, and so do its read-only opens while it lasts, so the owner sees its
+/// own uncommitted writes and everyone else the last committed version.
+///
+/// Until the first change it reads the committed file; the first change stages a hidden temp
+/// beside the file (a copy, or empty for O_TRUNC), and every later change goes there. A
+/// commit renames the temp over the file; a change after a commit stages again.
+///
+/// Sendable: `node`, `owner` and `inPlace` never change; everything else is in `state`.
+final class Save: Sendable {
+    let node: Node
+    let owner: ClaimOwner
+
+    private struct State: ~Copyable {
+        /// What the owner reads and writes: the committed file until the first change, then the temp.
+        var current: SharedDescriptor
+        /// The temp holding uncommitted changes, nil when there are none.
+        var staged: StagedFile?
+        /// Where the commit goes; moves when the owner renames the file.
+        var directory: Node
+        var name: String
+        /// False for a file created through the mount until its first commit: the name does not
+        /// exist in the backing yet (the node's backing object is the temp itself).
+        var exists: Bool
+        /// Set by a failed change (ENOSPC, EIO): the save will not commit, and the next flush says why.
+        var failure: Errno?
+        /// Set when the owner unlinked the file: nothing commits any more.
+        var discarded = false
+        /// Handles open for writing; the save ends with the last one.
+        var writers = 0
+        /// Whether `current` was opened for writing (the temp is; the committed file is not).
+        var currentIsWritable = false
+    }
+
+    /// Guards the staged temp, the current descriptor, the target and the counters. Changes
+    /// hold it while they run, so one owner's writes never race a commit or a restage.
+    private let state: Mutex<State>
+
+    /// A save of an existing file, reading `committed` until its first change.
+    init(node: Node, owner: ClaimOwner, committed: consuming OwnedDescriptor, directory: Node, name: String) {
+        self.node = node
+        self.owner = owner
+        self.state = Mutex(State(current: SharedDescriptor(committed), staged: nil, directory: directory, name: name, exists: true))
+    }
+
+    /// A save of a file being created: `staged` is its temp, which the node already stands for.
+    init(node: Node, owner: ClaimOwner, creating staged: consuming StagedFile, directory: Node, name: String) throws(Errno) {
+        self.node = node
+        self.owner = owner
+        let current = try Syscall.duplicate(staged.descriptor.raw)
+        var initial = State(current: SharedDescriptor(current), staged: staged, directory: directory, name: name, exists: false)
+        initial.currentIsWritable = true
+        self.state = Mutex(initial)
+    }
+
+    // MARK: Handles
+
+    func addWriter() { state.withLock { $0.writers += 1 } }
+
+    /// Whether no handle writes through the save now (read under its lock).
+    var hasNoWriters: Bool { state.withLock { $0.writers == 0 } }
+
+    /// Drops a writer; true when it was the last, so the save ends.
+    func removeWriter() -> Bool {
+        state.withLock { state in
+            state.writers -= 1
+            return state.writers == 0
+        }
+    }
+
+    // MARK: Reading and changing
+
+    /// The descriptor the owner's reads go to now (held by the caller for the read's duration).
+    var current: SharedDescriptor { state.withLock { $0.current } }
+
+    /// Where the commit will go, and whether that name exists in the backing yet.
+    var target: (directory: Node, name: String, exists: Bool) {
+        state.withLock { ($0.directory, $0.name, $0.exists) }
+    }
+
+    var hasUncommittedChanges: Bool { state.withLock { $0.staged != nil } }
+
+    /// Runs a change (write, truncate, fallocate, metadata) against the temp, staging it first.
+    /// `truncating` stages an empty temp instead of a copy when nothing is staged yet.
+    /// A failure of the change itself marks the save failed: it will not commit.
+    func change<R>(truncating: Bool = false, reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
+                   _ body: (Int32) throws(Errno) -> R) throws(Errno) -> R {
+        try state.withLock { (state) throws(Errno) -> R in
+            if let failure = state.failure { throw failure }
+            if state.discarded {
+                // The file was unlinked: nobody else can reach it, so changes go straight to it.
+                if !state.currentIsWritable {
+                    state.current = SharedDescriptor(try reopen(state.current.raw, O_RDWR))
+                    state.currentIsWritable = true
+                }
+                return try body(state.current.raw)
+            }
+            if state.staged == nil {
+                let directory = state.directory.directory
+                let current = state.current.raw
+                let staged = try Self.keepingTimes(of: directory) { () throws(Errno) -> StagedFile in
+                    try StagedFile.stage(in: directory, replacing: current, copyContents: !truncating, owner: nil, mode: 0)
+                }
+                state.current = SharedDescriptor(try reopen(staged.descriptor.raw, O_RDWR))
+                state.currentIsWritable = true
+                state.staged = consume staged
+            }
+            do throws(Errno) {
+                return try body(state.current.raw)
+            } catch {
+                state.failure = error
+                throw error
+            }
+        }
+    }
+
+    /// Commits uncommitted changes: fsync as `durability` asks, then one rename over the target.
+    /// Returns nil when there was nothing to commit; throws the failure of an earlier change.
+    /// With `onlyWithoutWriters`, commits only if no writer joined meanwhile (the last writer's
+    /// release): a writer that joined commits at its own close.
+    func commit(durability: Durability, nodes: NodeTable, onlyWithoutWriters: Bool = false,
+                reopenAsPath: (Int32) throws(Errno) -> OwnedDescriptor) throws(Errno) -> CommitReport? {
+        try state.withLock { (state) throws(Errno) -> CommitReport? in
+            if onlyWithoutWriters && state.writers > 0 { return nil }
+            if let failure = state.failure { throw failure }
+            guard !state.discarded, let staged = state.staged.take() else { return nil }
+            let directory = state.directory.directory
+            let name = state.name
+            do throws(Errno) {
+                if state.exists {
+                    try Self.keepingTimes(of: directory) { () throws(Errno) in
+                        try staged.commit(in: directory, as: name, durability: durability)
+                    }
+                } else {
+                    try staged.commit(in: directory, as: name, durability: durability) // a new name: the directory did change
+                }
+            } catch {
+                state.failure = error
+                staged.discard(in: state.directory.directory)
+                throw error
+            }
+            let created = !state.exists
+            state.exists = true
+            let status = try Syscall.stat(state.current.raw)
+            let identity = FileIdentity(status)
+            if identity != node.identity {
+                nodes.replaceBacking(of: node, with: try reopenAsPath(state.current.raw), identity: identity)
+            }
+            return CommitReport(created: created, path: nodes.path(of: node), size: Int64(status.st_size))
+        }
+    }
+
+    /// Throws away uncommitted changes (the owner unlinked the file, or the save failed).
+    func discard() {
+        state.withLock { state in
+            state.discarded = true
+            if let staged = state.staged.take() {
+                let directory = state.directory.directory
+                Self.keepingTimes(of: directory) { () -> Void in staged.discard(in: directory) }
+            }
+        }
+    }
+
+    /// Throws away uncommitted changes of a failed save at its end, keeping the committed file.
+    func discardIfFailed() {
+        state.withLock { state in
+            guard state.failure != nil, state.writers == 0, let staged = state.staged.take() else { return }
+            let directory = state.directory.directory
+            Self.keepingTimes(of: directory) { () -> Void in staged.discard(in: directory) }
+        }
+    }
+
+    /// Runs a step that adds, renames over or removes a temp in `directory`, then puts the
+    /// directory's modification time back: saving a file does not change its directory on a
+    /// plain disk (rsync, make and backups look at it). A change by someone else inside the
+    /// step's few microseconds would lose its time update; the change itself stays.
+    private static func keepingTimes<R: ~Copyable, E: Error>(of directory: Int32, _ step: () throws(E) -> R) throws(E) -> R {
+        let before = try? Syscall.statOfPathDescriptor(directory)
+        let result = try step()
+        if let before {
+            let times = (timespec(tv_sec: 0, tv_nsec: Linux.UTIME_OMIT), before.st_mtim)
+            try? Syscall.setTimes(at: directory, "", times, flags: Linux.AT_EMPTY_PATH)
+        }
+        return result
+    }
+
+    /// The owner renamed the file: the pending commit goes to the new name.
+    func retarget(directory: Node, name: String) {
+        state.withLock { state in
+            // A temp lives beside its target: when the directory changes, move the temp too.
+            if state.directory !== directory, let staged = state.staged.take() {
+                _ = try? staged.move(from: state.directory.directory, to: directory.directory)
+                state.staged = consume staged
+            }
+            state.directory = directory
+            state.name = name
+        }
+    }
+}

@@ -1,0 +1,4 @@
+import ArgumentParser
+import CoordFSCore
+
+extension Durability: ExpressibleByArgument {}

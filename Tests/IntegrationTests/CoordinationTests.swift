@@ -1,0 +1,235 @@
+import Foundation
+import Glibc
+import Testing
+
+/// Claims and atomic saves on real mounts, with unmodified programs: no lost update, no torn
+/// read, nothing half-written after a crash, and the owner's view of its own pending save.
+@Suite(.serialized) struct CoordinationTests {
+    /// Runs a Python script in `directory` and returns its output, failing on a non-zero exit.
+    @discardableResult
+    static func python(_ script: String, in directory: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        let result = try run(["python3", "-c", script], in: directory)
+        #expect(result.status == 0, "\(result)", sourceLocation: sourceLocation)
+        return result.output
+    }
+
+    /// "open O_RDWR, read the number, write number+1, close", 1,250 times in each of 8 processes.
+    static let incrementer = #"""
+        import os, sys
+        from multiprocessing import Process
+        def work():
+            for _ in range(1250):
+                fd = os.open('counter', os.O_RDWR)
+                n = int(os.read(fd, 64) or b'0')
+                os.lseek(fd, 0, os.SEEK_SET)
+                os.write(fd, str(n + 1).encode())
+                os.close(fd)
+        with open('counter', 'w') as f: f.write('0')
+        workers = [Process(target=work) for _ in range(8)]
+        for w in workers: w.start()
+        for w in workers: w.join()
+        print(open('counter').read())
+        """#
+
+    @Test func noLostUpdates() throws {
+        try withMount { scratch in
+            let throughMount = try Self.python(Self.incrementer, in: scratch.mountpoint)
+            #expect(throughMount.trimmingCharacters(in: .whitespacesAndNewlines) == "10000")
+            // The control: the same work on the bare directory loses updates when the processes race.
+            try FileManager.default.createDirectory(atPath: scratch.plain, withIntermediateDirectories: true)
+            let onPlain = Int(try Self.python(Self.incrementer, in: scratch.plain).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+            withKnownIssue("the bare directory may not race on a quiet machine", isIntermittent: true) {
+                #expect(onPlain < 10000, "the bare directory lost no update this time")
+            }
+        }
+    }
+
+    @Test func noTornReads() throws {
+        try withMount { scratch in
+            let output = try Self.python(#"""
+                import os
+                from multiprocessing import Process, Queue
+                SIZE = 16 << 20
+                def writer():
+                    for version in range(200):
+                        with open('big', 'wb') as f:
+                            chunk = bytes([version % 251 + 1]) * (1 << 20)
+                            for _ in range(16): f.write(chunk)
+                def reader(results):
+                    reads = torn = 0
+                    while not os.path.exists('done'):
+                        with open('big', 'rb') as f: data = f.read()
+                        reads += 1
+                        if len(data) != SIZE or data.count(data[:1]) != SIZE: torn += 1
+                    results.put((reads, torn))
+                with open('big', 'wb') as f: f.write(b'\x01' * SIZE)
+                results = Queue()
+                readers = [Process(target=reader, args=(results,)) for _ in range(4)]
+                for r in readers: r.start()
+                w = Process(target=writer); w.start(); w.join()
+                open('done', 'w').close()
+                totals = [results.get() for _ in readers]
+                for r in readers: r.join()
+                print(sum(t[0] for t in totals), sum(t[1] for t in totals))
+                """#, in: scratch.mountpoint)
+            let numbers = output.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            #expect(numbers.count == 2 && numbers[0] > 0, "reads: \(output)")
+            #expect(numbers.count == 2 && numbers[1] == 0, "torn reads (reads, torn): \(output)")
+        }
+    }
+
+    @Test func sqliteWithTwoProcesses() throws {
+        try withMount { scratch in
+            let result = try shell("""
+                set -e
+                sqlite3 app.db 'create table t(x integer)'
+                insert() { for i in $(seq $1 $2); do echo "insert into t values($i);"; done | sqlite3 -cmd '.timeout 20000' app.db; }
+                insert 1 1000 & insert 1001 2000 & wait
+                sqlite3 app.db 'pragma integrity_check; select count(*), sum(x) from t;'
+                """, in: scratch.mountpoint)
+            #expect(result.output == "ok\n2000|2001000\n", "\(result)")
+        }
+    }
+
+    @Test func crashLeavesWholeVersions() throws {
+        let scratch = try Scratch()
+        try scratch.mount()
+        let savers = Process()
+        savers.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        savers.currentDirectoryURL = URL(fileURLWithPath: scratch.mountpoint)
+        savers.arguments = ["-c", #"""
+            import os, sys
+            from multiprocessing import Process
+            def save(i):
+                version = 0
+                while True:
+                    version += 1
+                    try:
+                        with open('f%d' % i, 'wb') as f:
+                            for _ in range(16): f.write(('%d:%d\n' % (i, version)).encode() * 4096)
+                    except OSError:
+                        return
+            for i in range(8):
+                with open('f%d' % i, 'wb') as f: f.write(('%d:0\n' % i).encode() * 4096 * 16)
+            for i in range(8): Process(target=save, args=(i,)).start()
+            """#]
+        try savers.run()
+        usleep(1_500_000)
+        if let daemon = scratch.daemonID { kill(daemon, SIGKILL) }
+        scratch.expectDaemonExit(status: SIGKILL)
+        savers.waitUntilExit()
+        _ = try run(["umount", "-l", scratch.mountpoint])
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: scratch.backing).filter { $0.hasPrefix(".coordfs-tmp-") }
+        try scratch.mount()
+        defer { scratch.unmount() }
+        let output = try Self.python(#"""
+            import os
+            for i in range(8):
+                data = open('f%d' % i, 'rb').read()
+                lines = set(data.splitlines())
+                print(i, len(lines), len(data) % 16 == 0)
+            print(sorted(n for n in os.listdir('.') if n.startswith('.coordfs')))
+            """#, in: scratch.mountpoint)
+        for i in 0..<8 {
+            #expect(output.contains("\(i) 1 True"), "f\(i) must be wholly one version: \(output)")
+        }
+        #expect(output.hasSuffix("[]\n"), "no temp is visible through the mount: \(output)")
+        let stillInBacking = try FileManager.default.contentsOfDirectory(atPath: scratch.backing).filter { $0.hasPrefix(".coordfs-tmp-") }
+        #expect(stillInBacking.isEmpty, "leftover temps were moved aside: \(stillInBacking)")
+        let recovered = (try? FileManager.default.subpathsOfDirectory(atPath: scratch.backing + "/.coordfs-recovery")) ?? []
+        #expect(recovered.filter { $0.contains(".coordfs-tmp-") }.count == leftovers.count,
+                "every leftover is in the recovery folder: \(leftovers) → \(recovered)")
+    }
+
+    // MARK: Views of a pending save
+
+    @Test func othersSeeTheCommittedVersionUntilClose() throws {
+        try withMount { scratch in
+            let output = try Self.python(#"""
+                import os, subprocess
+                def other(*args): return subprocess.run(args, capture_output=True, text=True).stdout.strip() or 'missing'
+                with open('f', 'w') as f: f.write('old')
+                fd = os.open('f', os.O_WRONLY | os.O_TRUNC)
+                os.write(fd, b'new and longer')
+                print('owner', os.fstat(fd).st_size, open('f').read(), os.stat('f').st_size)
+                print('other', other('cat', 'f'), other('stat', '-c', '%s', 'f'))
+                os.close(fd)
+                print('after', other('cat', 'f'), other('stat', '-c', '%s', 'f'))
+                fd = os.open('new', os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                os.write(fd, b'fresh')
+                print('created', os.path.exists('new'), 'new' in os.listdir('.') or 'unlisted', other('cat', 'new'))
+                os.rename('new', 'final')
+                print('renamed', open('final').read(), other('cat', 'final'))
+                os.close(fd)
+                print('closed', other('cat', 'final'), sorted(os.listdir('.')))
+                """#, in: scratch.mountpoint)
+            #expect(output == """
+                owner 14 new and longer 14
+                other old 3
+                after new and longer 14
+                created True unlisted missing
+                renamed fresh missing
+                closed fresh ['f', 'final']
+
+                """, "\(output)")
+        }
+    }
+
+    @Test func locksHoldAcrossCommits() throws {
+        try withMount { scratch in
+            let result = try shell("""
+                echo one > f
+                exec 9<f; flock -x 9
+                echo two > f
+                flock -n f -c true && echo 'lock lost' || echo 'still locked'
+                cat f
+                exec 9<&-
+                flock -n f -c true && echo 'free after unlock'
+                """, in: scratch.mountpoint)
+            #expect(result.output == "still locked\ntwo\nfree after unlock\n", "\(result)")
+        }
+    }
+
+    // MARK: Waiting for claims
+
+    @Test func conflictingWritersWaitTimeOutOrFailAtOnce() throws {
+        try withMount(["--claim-timeout", "1"]) { scratch in
+            let output = try Self.python(#"""
+                import os, errno, subprocess, time, signal
+                with open('f', 'w') as f: f.write('x')
+                holder = subprocess.Popen(['python3', '-c', "import os,time; fd=os.open('f', os.O_WRONLY); print('held', flush=True); time.sleep(3)"], stdout=subprocess.PIPE)
+                holder.stdout.readline()
+                try: os.open('f', os.O_WRONLY | os.O_NONBLOCK); print('nonblock opened')
+                except OSError as e: print('nonblock', errno.errorcode[e.errno])
+                start = time.monotonic()
+                try: os.open('f', os.O_WRONLY); print('opened')
+                except OSError as e: print('timeout', errno.errorcode[e.errno], round(time.monotonic() - start))
+                print('reader', open('f').read())
+                waiter = subprocess.Popen(['python3', '-c', "import os, signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT]); signal.signal(signal.SIGINT, signal.default_int_handler); print('waiting', flush=True); os.open('f', os.O_WRONLY)"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                waiter.stdout.readline(); time.sleep(0.2)
+                start = time.monotonic(); waiter.send_signal(signal.SIGINT); _, errors = waiter.communicate()
+                print('interrupted', b'KeyboardInterrupt' in errors, time.monotonic() - start < 0.6)
+                holder.wait()
+                fd = os.open('f', os.O_WRONLY); os.close(fd); print('free')
+                """#, in: scratch.mountpoint)
+            #expect(output == "nonblock EAGAIN\ntimeout EBUSY 1\nreader x\ninterrupted True True\nfree\n", "\(output)")
+        }
+    }
+
+    @Test func strictReadsMakeWritersWait() throws {
+        try withMount(["--strict-reads", "--claim-timeout", "1"]) { scratch in
+            let output = try Self.python(#"""
+                import os, errno, subprocess
+                with open('f', 'w') as f: f.write('x')
+                reader = subprocess.Popen(['python3', '-c', "import time; f=open('f'); print('reading', flush=True); time.sleep(2)"], stdout=subprocess.PIPE)
+                reader.stdout.readline()
+                try: os.open('f', os.O_WRONLY | os.O_NONBLOCK); print('writer opened')
+                except OSError as e: print('writer', errno.errorcode[e.errno])
+                print('second reader', open('f').read())
+                reader.wait()
+                os.close(os.open('f', os.O_WRONLY)); print('writer after reader')
+                """#, in: scratch.mountpoint)
+            #expect(output == "writer EAGAIN\nsecond reader x\nwriter after reader\n", "\(output)")
+        }
+    }
+}
