@@ -141,6 +141,31 @@ import Testing
                 "every leftover is in the recovery folder: \(leftovers) → \(recovered)")
     }
 
+    /// A save that runs out of space fails the program's write (or close) with ENOSPC, and
+    /// the committed file stays as it was; the temp is gone.
+    @Test func fullDiskFailsTheSaveAndKeepsTheFile() throws {
+        let scratch = try Scratch()
+        let small = try run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", scratch.backing])
+        try #require(small.status == 0, "\(small)")
+        defer { _ = try? run(["umount", "-l", scratch.backing]) }
+        try scratch.mount()
+        defer { scratch.unmount() }
+        let output = try Self.python(#"""
+            import os, errno
+            with open('f', 'wb') as f: f.write(b'committed' * 1000)
+            try:
+                with open('f', 'wb') as f:
+                    for _ in range(64): f.write(b'x' * 65536)
+                print('no error')
+            except OSError as e:
+                print('save failed', errno.errorcode[e.errno])
+            print(open('f', 'rb').read() == b'committed' * 1000, sorted(os.listdir('.')))
+            """#, in: scratch.mountpoint)
+        #expect(output == "save failed ENOSPC\nTrue ['f']\n", "\(output)")
+        let backing = try FileManager.default.contentsOfDirectory(atPath: scratch.backing)
+        #expect(backing == ["f"], "no temp is left in the backing: \(backing)")
+    }
+
     // MARK: Views of a pending save
 
     @Test func othersSeeTheCommittedVersionUntilClose() throws {
