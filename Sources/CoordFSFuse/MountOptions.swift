@@ -33,7 +33,7 @@ public struct MountOptions: Sendable {
     /// Opens for reading hold a read claim until their last release (writers wait for readers).
     public var strictReads = false
     /// What a commit syncs before and after its rename.
-    public var durability: Durability = .file
+    public var durability: Durability = .recommended
     /// Files written in place instead of through a staged temp.
     public var inPlace = InPlacePolicy(patterns: InPlacePolicy.defaultPatterns, largerThan: InPlacePolicy.defaultLargerThan)
 

@@ -82,7 +82,7 @@ extension FileSystem {
     /// committed one for everyone else (who do not see a file that was never committed).
     private func savedAttributes(_ save: Save, for request: fuse_req_t) throws(Errno) -> stat {
         let requester = owner(of: request)
-        if save.owner == requester {
+        if save.owner == requester, !save.hasFailed {
             let current = save.current
             var status = try withExtendedLifetime(current) { () throws(Errno) -> stat in try Syscall.stat(current.raw) }
             if save.target.exists, activity.hasCachedReaders(save.node, besides: requester) {

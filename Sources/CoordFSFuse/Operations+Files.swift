@@ -122,50 +122,42 @@ extension FileSystem {
 
     /// Opens the backing object itself: reads and writes go straight to it.
     private func openInPlace(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?) {
-        var info = copy.info
-        logger.trace("open in place", metadata: ["node": "\(node.id)", "flags": "\(String(info.flags, radix: 8))"])
-        do throws(Errno) {
-            let descriptor = try reopen(node, flags: backingFlags(info.flags))
-            if info.flags & O_TRUNC != 0 { try clearSetIDBitsOnTruncatingOpen(request.raw, descriptor.raw) }
-            let handle = OpenFile(node: node, own: SharedDescriptor(descriptor), save: nil, isWriter: opensForChange(info.flags),
-                                  appends: false, usesPageCache: true, grant: grant)
-            replyOpen(request, handle, &info)
-        } catch {
-            if let grant { claims.release(grant) }
-            reply(request.raw, error: error)
+        let flags = copy.info.flags
+        replyOpen(request, copy, grant: grant) { () throws(Errno) -> OpenFile in
+            let descriptor = try reopen(node, flags: backingFlags(flags))
+            if flags & O_TRUNC != 0 { try clearSetIDBitsOnTruncatingOpen(request.raw, descriptor.raw) }
+            return OpenFile(node: node, own: SharedDescriptor(descriptor), save: nil, isWriter: opensForChange(flags),
+                            appends: false, usesPageCache: true, grant: grant)
         }
     }
 
     /// Opens for reading: the owner of a pending save reads it; everyone else reads the
     /// version committed now, through the page cache unless an older version may be in it.
     private func openForReading(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?) {
-        var info = copy.info
-        if let save = activity.save(of: node), save.owner == owner(of: request.raw) {
-            let handle = OpenFile(node: node, own: nil, save: save, isWriter: false, appends: false, usesPageCache: false, grant: grant)
-            return replyOpen(request, handle, &info)
-        }
-        do throws(Errno) {
-            let descriptor = try reopen(node, flags: backingFlags(info.flags))
-            let reader = owner(of: request.raw)
+        let flags = copy.info.flags
+        let reader = owner(of: request.raw)
+        replyOpen(request, copy, grant: grant) { () throws(Errno) -> OpenFile in
+            if let save = activity.save(of: node) {
+                if save.owner == reader, !save.hasFailed {
+                    return OpenFile(node: node, own: nil, save: save, isWriter: false, appends: false, usesPageCache: false, grant: grant)
+                }
+                if !save.target.exists { throw .noSuchFileOrDirectory } // created, not committed yet
+            }
+            let descriptor = try reopen(node, flags: backingFlags(flags))
             let cached = activity.openReader(of: node, owner: reader)
-            let handle = OpenFile(node: node, own: SharedDescriptor(descriptor), save: nil, isWriter: false, appends: false,
-                                  usesPageCache: cached, grant: grant, cachedReader: cached ? reader : nil)
-            replyOpen(request, handle, &info)
-        } catch {
-            if let grant { claims.release(grant) }
-            reply(request.raw, error: error)
+            return OpenFile(node: node, own: SharedDescriptor(descriptor), save: nil, isWriter: false, appends: false,
+                            usesPageCache: cached, grant: grant, cachedReader: cached ? reader : nil)
         }
     }
 
     /// Opens for writing through the owner's save of the file, starting one if needed.
     private func openForSave(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?) {
-        var info = copy.info
-        logger.trace("open for a save", metadata: ["node": "\(node.id)", "flags": "\(String(info.flags, radix: 8))"])
-        do throws(Errno) {
+        let flags = copy.info.flags
+        replyOpen(request, copy, grant: grant) { () throws(Errno) -> OpenFile in
             let save = try saveForWriting(node, owner: owner(of: request.raw))
-            if info.flags & O_TRUNC != 0 {
+            if flags & O_TRUNC != 0 {
+                let dropsSetID = canChangeOwners && fuse_req_ctx(request.raw)!.pointee.uid != 0
                 do throws(Errno) {
-                    let dropsSetID = canChangeOwners && fuse_req_ctx(request.raw)!.pointee.uid != 0
                     try save.change(truncating: true, reopen: reopen(descriptor:flags:)) { (descriptor) throws(Errno) in
                         try Syscall.truncate(descriptor, 0)
                         if dropsSetID { try clearSetIDBits(descriptor) }
@@ -175,12 +167,8 @@ extension FileSystem {
                     throw error
                 }
             }
-            let handle = OpenFile(node: node, own: nil, save: save, isWriter: true, appends: info.flags & O_APPEND != 0,
-                                  usesPageCache: false, grant: grant)
-            replyOpen(request, handle, &info)
-        } catch {
-            if let grant { claims.release(grant) }
-            reply(request.raw, error: error)
+            return OpenFile(node: node, own: nil, save: save, isWriter: true, appends: flags & O_APPEND != 0,
+                            usesPageCache: false, grant: grant)
         }
     }
 
@@ -192,11 +180,19 @@ extension FileSystem {
         return activity.installSave(candidate)
     }
 
-    /// Sends the open reply; the handle bypasses the page cache unless it may use it.
-    private func replyOpen(_ request: PendingRequest, _ handle: OpenFile, _ info: inout fuse_file_info) {
-        configureCaching(&info, handle)
-        handle.attach(to: &info)
-        if fuse_reply_open(request.raw, &info) != 0 { if let handle = OpenFile.take(&info) { releaseHandle(handle) } }
+    /// Builds the handle with `make` and sends the open reply; when that fails, the claim
+    /// taken for the open goes and the error is the reply.
+    private func replyOpen(_ request: PendingRequest, _ copy: FileInfoCopy, grant: ClaimGrant?, _ make: () throws(Errno) -> OpenFile) {
+        var info = copy.info
+        do throws(Errno) {
+            let handle = try make()
+            configureCaching(&info, handle)
+            handle.attach(to: &info)
+            if fuse_reply_open(request.raw, &info) != 0, let handle = OpenFile.take(&info) { releaseHandle(handle) }
+        } catch {
+            if let grant { claims.release(grant) }
+            reply(request.raw, error: error)
+        }
     }
 
     func configureCaching(_ info: UnsafeMutablePointer<fuse_file_info>, _ handle: OpenFile) {
@@ -296,8 +292,8 @@ extension FileSystem {
             nodes.moved(node.identity, to: parent, name: name)
             let save = try Save(node: node, owner: owner, creating: staged, directory: parent, name: name)
             _ = activity.installSave(save, pendingName: PendingName(directory: parent.id, name: name))
-            // Only the creator may see the name: the kernel must ask again for every other caller.
-            entry.entry_timeout = 0
+            // Only the creator may see the file: others reach the same cached name, so the kernel
+            // must ask for attributes each time (getattr and open answer others ENOENT).
             entry.attr_timeout = 0
             let handle = OpenFile(node: node, own: nil, save: save, isWriter: true, appends: info.flags & O_APPEND != 0,
                                   usesPageCache: false, grant: grant)

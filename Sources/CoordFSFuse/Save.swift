@@ -106,6 +106,9 @@ final class Save: Sendable {
 
     var hasUncommittedChanges: Bool { state.withLock { $0.staged != nil } }
 
+    /// A failed save will not commit: new opens, even the owner's, see the committed version.
+    var hasFailed: Bool { state.withLock { $0.failure != nil } }
+
     /// Runs a change (write, truncate, fallocate, metadata) against the temp, staging it first.
     /// `truncating` stages an empty temp instead of a copy when nothing is staged yet.
     /// A failure of the change itself marks the save failed: it will not commit.
@@ -154,11 +157,13 @@ final class Save: Sendable {
             let name = state.name
             do throws(Errno) {
                 if state.exists {
+                    let level = durability.forCommit(replacingExistingFile: true)
                     try Self.keepingTimes(of: directory) { () throws(Errno) in
-                        try staged.commit(in: directory, as: name, durability: durability)
+                        try staged.commit(in: directory, as: name, durability: level)
                     }
                 } else {
-                    try staged.commit(in: directory, as: name, durability: durability) // a new name: the directory did change
+                    // A new name: the directory did change.
+                    try staged.commit(in: directory, as: name, durability: durability.forCommit(replacingExistingFile: false))
                 }
             } catch {
                 state.failure = error

@@ -57,8 +57,8 @@ struct Mount: ParsableCommand {
     @Flag(help: "Opens for reading hold a read claim until closed: writers wait for readers.")
     var strictReads = false
 
-    @Option(help: ArgumentHelp("What a commit syncs: none (rename only), file (fsync the file first; default), full (also the directory).", valueName: "level"))
-    var durability: Durability = .file
+    @Option(help: ArgumentHelp("What a commit syncs: none (rename only), replacing (fsync a file before it replaces an existing one; default), file (fsync every commit), full (also the directory).", valueName: "level"))
+    var durability: Durability = .recommended
 
     @Option(name: .customLong("in-place"), help: ArgumentHelp("A name or path pattern of files written in place instead of atomically (repeatable; adds to the defaults: SQLite, *.log, ...).", valueName: "pattern"))
     var inPlacePatterns: [String] = []

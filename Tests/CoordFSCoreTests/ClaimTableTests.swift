@@ -162,19 +162,52 @@ private let allPairs = ClaimMode.allCases.flatMap { a in ClaimMode.allCases.map 
         #expect(table.entryCount == 0)
     }
 
+    /// The worked example of Docs/LOCKING.md, step by step.
     @Test func renameOfADirectoryWaitsForAWriterInside() throws {
         let table = ClaimTable()
-        let editor = try #require(table.tryAcquire([request("/docs/report.txt", .write)], owner: alice).grant)
-        let box = OutcomeBox()
-        let attempt = table.acquire([request("/docs", .write), request("/archive/docs", .write)], owner: bob, box: box)
-        #expect(attempt.ticket != nil)
-        #expect(box.outcome == nil)
-        #expect(table.tryAcquire([request("/archive", .snapshotRead)], owner: carol).grant.map(table.release) != nil,
-                "a snapshot reader is not held up by a queued rename")
+        let editor = ClaimOwner.process(100), mv = ClaimOwner.process(200)
+        let cat = ClaimOwner.process(300), touch = ClaimOwner.process(400)
+        let log = OrderLog()
+        // 1. The editor opens /docs/report.txt for writing.
+        let first = try #require(table.tryAcquire([request("/docs/report.txt", .write)], owner: editor).grant)
+        // 2. mv renames /docs: queued, holding nothing.
+        let rename = OutcomeBox("mv", log: log)
+        #expect(table.acquire([request("/docs", .write), request("/archive/docs", .write)], owner: mv, box: rename).ticket != nil)
+        #expect(table.snapshot().holders.map(\.owner) == [editor])
+        // 3. cat reads a sibling at once.
+        let read = try #require(table.tryAcquire([request("/docs/notes.txt", .snapshotRead)], owner: cat).grant)
+        table.release(read)
+        // 4. touch creates a sibling: no granted conflict, but it queues behind mv.
+        let create = OutcomeBox("touch", log: log)
+        #expect(table.acquire([request("/docs/new.txt", .write)], owner: touch, box: create).ticket != nil)
+        // 5. The editor opens its file again: already inside, so it skips the queue.
+        let second = try #require(table.tryAcquire([request("/docs/report.txt", .write)], owner: editor).grant)
+        // 6. Last release of the editor's handles: mv goes, touch still waits.
+        table.release(first)
+        #expect(rename.outcome == nil, "the second handle still holds")
+        table.release(second)
+        let renamed = try #require(rename.wait()?.grant)
+        #expect(create.outcome == nil)
+        // 7. The rename ends; touch goes.
+        table.release(renamed)
+        let created = try #require(create.wait()?.grant)
+        #expect(log.entries == ["mv", "touch"])
+        table.release(created)
+        #expect(table.entryCount == 0)
+    }
+
+    @Test func aRenameThatTimesOutStopsHoldingUpThoseBehindIt() throws {
+        let table = ClaimTable()
+        let editor = try #require(table.tryAcquire([request("/docs/report.txt", .write)], owner: .process(100)).grant)
+        let rename = OutcomeBox()
+        _ = table.acquire([request("/docs", .write), request("/archive/docs", .write)], owner: .process(200),
+                          within: .milliseconds(20), box: rename)
+        let create = OutcomeBox()
+        _ = table.acquire([request("/docs/new.txt", .write)], owner: .process(400), box: create)
+        let blockers = try #require(rename.wait()?.blockers)
+        #expect(blockers.map(\.description).allSatisfy { $0.hasPrefix("pid 100 holds write on /docs/report.txt") })
+        #expect(create.wait()?.grant.map(table.release) != nil)
         table.release(editor)
-        let rename = try #require(box.wait()?.grant)
-        #expect(table.tryAcquire([request("/docs/report.txt", .write)], owner: alice).grant == nil)
-        table.release(rename)
         #expect(table.entryCount == 0)
     }
 
@@ -311,6 +344,36 @@ private let allPairs = ClaimMode.allCases.flatMap { a in ClaimMode.allCases.map 
         #expect(reader.outcome == nil)
         table.release(claim)
         #expect(reader.wait()?.grant.map(table.release) != nil)
+        #expect(table.entryCount == 0)
+    }
+
+    @Test func aWaiterThatDoesNotWaitForTheRequesterStillComesFirst() throws {
+        let table = ClaimTable()
+        let snapshot = try #require(table.tryAcquire([request("/z/a", .snapshotRead)], owner: alice).grant)
+        let reader = try #require(table.tryAcquire([request("/z", .read)], owner: dave).grant)
+        let writer = OutcomeBox()
+        #expect(table.acquire([request("/z", .write)], owner: bob, box: writer).ticket != nil)
+        // Bob waits for Dave's read, not for Alice's snapshot: Alice's write on /z/b queues behind him.
+        let alices = OutcomeBox()
+        #expect(table.acquire([request("/z/b", .write)], owner: alice, box: alices).ticket != nil)
+        table.release(reader)
+        let bobsGrant = try #require(writer.wait()?.grant)
+        #expect(alices.outcome == nil)
+        table.release(bobsGrant)
+        #expect(alices.wait()?.grant.map(table.release) != nil)
+        table.release(snapshot)
+        #expect(table.entryCount == 0)
+    }
+
+    @Test func aWaiterReachedFromTwoPathsIsJudgedTheSameBothTimes() throws {
+        let table = ClaimTable()
+        let open = try #require(table.tryAcquire([request("/t/open", .write)], owner: alice).grant)
+        let everything = OutcomeBox()
+        #expect(table.acquire([request("/t", .exclusive)], owner: bob, box: everything).ticket != nil)
+        // Both paths of the rename overlap Bob's waiter, which waits for Alice.
+        let rename = try #require(table.tryAcquire([request("/t/x", .write), request("/t/y", .write)], owner: alice).grant)
+        [rename, open].forEach(table.release)
+        #expect(everything.wait()?.grant.map(table.release) != nil)
         #expect(table.entryCount == 0)
     }
 

@@ -360,8 +360,11 @@ import Testing
     }
 
     @Test func durabilityNamesAndRecommendation() {
-        #expect(Durability.allCases.map(\.rawValue) == ["none", "file", "full"])
-        #expect(Durability.recommended == .file)
+        #expect(Durability.allCases.map(\.rawValue) == ["none", "replacing", "file", "full"])
+        #expect(Durability.recommended == .replacing)
+        #expect(Durability.replacing.forCommit(replacingExistingFile: true) == .file)
+        #expect(Durability.replacing.forCommit(replacingExistingFile: false) == Durability.none)
+        #expect(Durability.full.forCommit(replacingExistingFile: false) == .full)
         #expect(!Durability.none.syncsFile && !Durability.none.syncsDirectory)
         #expect(Durability.file.syncsFile && !Durability.file.syncsDirectory)
         #expect(Durability.full.syncsFile && Durability.full.syncsDirectory)

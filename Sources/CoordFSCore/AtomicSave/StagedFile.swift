@@ -3,23 +3,35 @@ import SystemPackage
 
 /// How much a commit waits for the disk before and after its rename.
 ///
-/// Recommended default: `.file`. Without an fsync before the rename, ext4 (data=ordered with
-/// delayed allocation) and xfs may persist the rename before the temp's data blocks, and a
-/// crash then leaves the target empty or torn: the one thing atomic saves promise never to
-/// do. `.file` pays one fsync per commit, which keeps that promise. `.full` also syncs the
-/// directory after the rename, so that a commit reported done survives a power loss too
-/// (otherwise the old version may come back); it costs a second journal flush per commit and
-/// suits mail spools and the like. `.none` is for scratch data and benchmarks: a crash may
-/// leave a torn or empty file.
+/// Without an fsync before the rename, ext4 (data=ordered with delayed allocation) and xfs may
+/// persist the rename before the temp's data blocks, and a power loss then leaves the target
+/// empty or torn. A process crash (the daemon's included) never does: the page cache
+/// survives it, and the rename is atomic.
+///
+/// Default: `.replacing`. It pays the fsync where a power loss would destroy data that was
+/// already safe (a commit over an existing file), and not for a file created through the
+/// mount, which on a plain disk would be just as unsynced: `tar x`, `cp -r` and checkouts
+/// then cost what they cost on the bare disk, while every save of an existing file keeps the
+/// atomic-save promise across power loss. `.file` syncs every commit; `.full` also syncs the
+/// directory after the rename, so a commit reported done survives a power loss too; `.none`
+/// renames only.
 public enum Durability: String, CaseIterable, Sendable {
     /// Rename only.
     case none
+    /// fsync the temp before it replaces an existing file; new files are renamed into place.
+    case replacing
     /// fsync the temp, then rename.
     case file
     /// fsync the temp, rename, fsync the directory.
     case full
 
-    public static let recommended: Durability = .file
+    public static let recommended: Durability = .replacing
+
+    /// What this level does for one commit: `.replacing` becomes `.file` over an existing
+    /// file and `.none` for a new one.
+    public func forCommit(replacingExistingFile: Bool) -> Durability {
+        self == .replacing ? (replacingExistingFile ? .file : .none) : self
+    }
 
     public var syncsFile: Bool { self != .none }
     public var syncsDirectory: Bool { self == .full }

@@ -40,14 +40,14 @@ struct ClaimState {
         return false
     }
 
-    /// Whether a waiter that arrived before `ticket` conflicts with one of `requests`, leaving
-    /// out the waiters `ignoring` names.
+    /// Whether a waiter that arrived before `ticket`, and of which `counts` is true, conflicts
+    /// with one of `requests`.
     func isQueuedAgainst(_ requests: [ClaimRequest], by owner: ClaimOwner, before ticket: UInt64,
-                         ignoring: (Waiter) -> Bool = { _ in false }) -> Bool {
+                         where counts: (Waiter) -> Bool = { _ in true }) -> Bool {
         for request in requests {
             let blocked = trie.anyOverlapping(request.path, .waits) { entry in
                 entry.waits.contains {
-                    $0.waiter.ticket < ticket && conflicts($0.waiter.owner, $0.mode, owner, request.mode) && !ignoring($0.waiter)
+                    $0.waiter.ticket < ticket && conflicts($0.waiter.owner, $0.mode, owner, request.mode) && counts($0.waiter)
                 }
             }
             if blocked { return true }
@@ -74,12 +74,19 @@ struct ClaimState {
     /// it, or an earlier waiter it queues behind is in that position. Queueing `owner` behind
     /// such a waiter would close a cycle that only a timeout could break.
     ///
-    /// `examined` holds the waiters already looked at in this search: an answer does not change
-    /// while the lock is held, and the queue edges only point to earlier waiters, so each waiter
-    /// is examined once. A waiter's own right to skip waiters that wait for its owner is not
-    /// modelled: at worst that counts a waiter as waiting for `owner` when it does not.
-    func waits(_ waiter: Waiter, for owner: ClaimOwner, examined: inout Set<UInt64>) -> Bool {
-        guard examined.insert(waiter.ticket).inserted else { return false }
+    /// `answers` remembers each waiter's answer within one admission check: it cannot change
+    /// while the lock is held, and the same waiter is often reached along several paths. The
+    /// queue edges only point to earlier waiters, so the search has no cycles. A waiter's own
+    /// right to skip waiters that wait for its owner is not modelled: at worst that counts a
+    /// waiter as waiting for `owner` when it does not (the requester then goes a little early).
+    func waits(_ waiter: Waiter, for owner: ClaimOwner, answers: inout [UInt64: Bool]) -> Bool {
+        if let known = answers[waiter.ticket] { return known }
+        let answer = computeWaits(waiter, for: owner, answers: &answers)
+        answers[waiter.ticket] = answer
+        return answer
+    }
+
+    private func computeWaits(_ waiter: Waiter, for owner: ClaimOwner, answers: inout [UInt64: Bool]) -> Bool {
         for request in waiter.requests {
             let held = trie.anyOverlapping(request.path, .holds) { entry in
                 entry.holds.contains {
@@ -91,7 +98,7 @@ struct ClaimState {
         }
         if isAlreadyInside(waiter.requests, owner: waiter.owner) { return false }
         return isQueuedAgainst(waiter.requests, by: waiter.owner, before: waiter.ticket) { earlier in
-            waits(earlier, for: owner, examined: &examined)
+            waits(earlier, for: owner, answers: &answers) // an earlier waiter that waits for `owner`
         }
     }
 
@@ -105,9 +112,9 @@ struct ClaimState {
         let othersQueued = waiters.count > (ticket == .max ? 0 : 1)
         guard othersQueued, isQueuedAgainst(requests, by: owner, before: ticket) else { return false }
         if isAlreadyInside(requests, owner: owner) { return false }
-        var examined: Set<UInt64> = []
+        var answers: [UInt64: Bool] = [:]
         return isQueuedAgainst(requests, by: owner, before: ticket) { waiter in
-            waits(waiter, for: owner, examined: &examined)
+            !waits(waiter, for: owner, answers: &answers) // waiters that wait for `owner` do not count
         }
     }
 

@@ -94,8 +94,8 @@ public final class ClaimTable: Sendable {
     public func release(_ grant: ClaimGrant) {
         let wakeups = locked.withLock { locked -> [ClaimWakeup] in
             var released = false
-            for request in grant.requests where locked.claims.removeHold(grant.id, at: request.path) {
-                released = true
+            for request in grant.requests {
+                if locked.claims.removeHold(grant.id, at: request.path) { released = true }
             }
             var wakeups: [ClaimWakeup] = []
             if released {
