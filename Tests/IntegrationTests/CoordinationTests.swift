@@ -241,6 +241,24 @@ import Testing
         }
     }
 
+    /// Waiting requests hold no daemon thread: with 1,000 opens waiting for one writer, the
+    /// mount still answers everyone else, and the writer's close lets them all through.
+    @Test func aThousandWaitingOpensDoNotStallTheMount() throws {
+        try withMount { scratch in
+            let result = try shell("""
+                echo 0 > f && echo free > other
+                exec 3>>f
+                for i in $(seq 1 1000); do (exec 3>&-; exec 4>>f; echo x >&4) & done
+                sleep 2
+                cat other && stat -c %s f && ls | wc -l && echo more > another && cat another
+                exec 3>&-
+                wait
+                wc -l < f
+                """, in: scratch.mountpoint)
+            #expect(result.output == "free\n2\n2\nmore\n1001\n", "\(result)")
+        }
+    }
+
     @Test func strictReadsMakeWritersWait() throws {
         try withMount(["--strict-reads", "--claim-timeout", "1"]) { scratch in
             let output = try Self.python(#"""

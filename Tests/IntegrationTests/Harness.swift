@@ -78,7 +78,9 @@ final class Scratch {
     private var daemon: Process?
     /// The foreground daemon's process id while mounted.
     var daemonID: Int32? { daemon?.processIdentifier }
-    private var daemonErrors: Pipe?
+    /// Everything the daemon wrote to standard error, read as it comes (a full pipe would
+    /// block the daemon's logging), complete once `daemonErrorsDone` is signalled.
+    private let daemonErrorText = ErrorCollector()
 
     init() throws {
         var template = Array("/tmp/coordfs-test-XXXXXX".utf8CString)
@@ -103,11 +105,11 @@ final class Scratch {
         process.standardInput = FileHandle.nullDevice
         try process.run()
         daemon = process
-        daemonErrors = errors
+        daemonErrorText.collect(from: errors)
         let deadline = Date().addingTimeInterval(15)
         while !isMounted(mountpoint) {
             if !process.isRunning {
-                let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                let message = daemonErrorText.finished()
                 daemon = nil
                 throw MountError(message: "coordfs exited with \(process.terminationStatus) before mounting: \(message)")
             }
@@ -135,7 +137,7 @@ final class Scratch {
             if isMounted(mountpoint) { _ = try? run(["umount", "-l", mountpoint]) }
         }
         process.waitUntilExit()
-        let errorText = daemonErrors.map { String(decoding: $0.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) } ?? ""
+        let errorText = daemonErrorText.finished()
         #expect(process.terminationStatus == 0, "the daemon exited with \(process.terminationStatus): \(errorText)", sourceLocation: sourceLocation)
     }
 
@@ -157,6 +159,37 @@ final class Scratch {
         if daemon != nil { unmount() }
         if isMounted(mountpoint) { _ = try? run(["umount", "-l", mountpoint]) }
         _ = try? run(["rm", "-rf", root])
+    }
+}
+
+/// Reads a pipe to its end on a thread of its own.
+final class ErrorCollector: @unchecked Sendable {
+    private let lock = NSLock()
+    private var data = Data()
+    private let done = DispatchSemaphore(value: 0)
+    private var collecting = false
+
+    func collect(from pipe: Pipe) {
+        lock.withLock { data = Data(); collecting = true }
+        let handle = pipe.fileHandleForReading
+        Thread.detachNewThread { [self] in
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                lock.withLock { data.append(chunk) }
+            }
+            done.signal()
+        }
+    }
+
+    /// The whole text, once the writer has closed the pipe (the daemon exited).
+    func finished() -> String {
+        guard lock.withLock({ collecting }) else { return "" }
+        done.wait()
+        return lock.withLock {
+            collecting = false
+            return String(decoding: data, as: UTF8.self)
+        }
     }
 }
 
