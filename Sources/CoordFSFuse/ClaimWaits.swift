@@ -68,8 +68,12 @@ extension FileSystem {
     /// no longer needs it. A wait ends with EBUSY after the claim timeout (the log names the
     /// holders), or EINTR when the caller is interrupted; `nonblocking` requests fail at once
     /// with EWOULDBLOCK. An empty claim list runs `body` with nil at once.
-    func withClaims(_ request: fuse_req_t, _ claims: [ClaimRequest], nonblocking: Bool = false,
+    ///
+    /// `claimsNow` derives the claims afresh from the nodes: after a wait, a rename granted
+    /// ahead of this request may have moved them, and then the request asks again.
+    func withClaims(_ request: fuse_req_t, _ claimsNow: @escaping @Sendable () -> [ClaimRequest], nonblocking: Bool = false,
                     _ body: @escaping @Sendable (ClaimGrant?) -> Void) {
+        let claims = claimsNow()
         if claims.isEmpty { return body(nil) }
         let owner = owner(of: request)
         // The common case, no conflict: no wait object, no interrupt registration.
@@ -102,7 +106,14 @@ extension FileSystem {
             switch outcome {
             case .granted(let grant):
                 // Run the operation off the releasing thread (often a FUSE worker serving a release).
-                claimWork.async { body(grant) }
+                claimWork.async { [self] in
+                    if claimsNow() != claims {
+                        self.claims.release(grant)
+                        withClaims(wait.request.raw, claimsNow, body)
+                    } else {
+                        body(grant)
+                    }
+                }
             case .timedOut(let blockers):
                 logger.warning("claim wait timed out", metadata: [
                     "owner": "\(owner)", "wanted": "\(claims.map { "\($0.mode) \($0.path)" })",

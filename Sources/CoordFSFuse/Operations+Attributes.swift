@@ -106,7 +106,7 @@ extension FileSystem {
         let wanted = StatCopy(value: wanted.pointee)
         let path = nodes.path(of: node)
         let pending = PendingRequest(raw: request)
-        withClaims(request, path.map { [ClaimRequest($0, .write)] } ?? []) { [self] grant in
+        withClaims(request, { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, .write)] } ?? [] }) { [self] grant in
             defer { if let grant { claims.release(grant) } }
             do throws(Errno) {
                 let origin = origin(of: pending.raw)

@@ -85,7 +85,7 @@ extension FileSystem {
         do throws(Errno) { node = try self.node(id) } catch { return reply(request, error: error) }
         let path = nodes.path(of: node)
         let pending = PendingRequest(raw: request)
-        withClaims(request, path.map { [ClaimRequest($0, .write)] } ?? []) { [self] grant in
+        withClaims(request, { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, .write)] } ?? [] }) { [self] grant in
             defer { if let grant { claims.release(grant) } }
             do throws(Errno) {
                 try change(node, owner(of: pending.raw))

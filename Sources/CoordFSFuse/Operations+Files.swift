@@ -101,7 +101,7 @@ extension FileSystem {
         let nonblocking = flags & O_NONBLOCK != 0
         if opensForChange(flags) {
             let inPlace = writesInPlace(node, path: path)
-            withClaims(request, [ClaimRequest(path, .write)], nonblocking: nonblocking) { [self] grant in
+            withClaims(request, { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, .write)] } ?? [] }, nonblocking: nonblocking) { [self] grant in
                 if inPlace {
                     // In-place files take their claim for the open only, as for each operation.
                     if let grant { claims.release(grant) }
@@ -112,7 +112,7 @@ extension FileSystem {
             }
         } else {
             let mode: ClaimMode = options.strictReads ? .read : .snapshotRead
-            withClaims(request, [ClaimRequest(path, mode)], nonblocking: nonblocking) { [self] grant in
+            withClaims(request, { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, mode)] } ?? [] }, nonblocking: nonblocking) { [self] grant in
                 var held = grant
                 if !options.strictReads, let grant { claims.release(grant); held = nil }
                 openForReading(pending, node, copy, grant: held)
@@ -236,7 +236,7 @@ extension FileSystem {
         let pending = PendingRequest(raw: request)
         guard let path = nodes.path(of: parent)?.appending(nameString) else { return reply(request, error: .noSuchFileOrDirectory) }
         let inPlace = writesInPlace(nil, path: path)
-        withClaims(request, [ClaimRequest(path, .write)], nonblocking: copy.info.flags & O_NONBLOCK != 0) { [self] grant in
+        withClaims(request, { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(nameString), .write)] } ?? [] }, nonblocking: copy.info.flags & O_NONBLOCK != 0) { [self] grant in
             if inPlace {
                 if let grant { claims.release(grant) }
                 createInPlace(pending, parent, nameString, mode, copy)

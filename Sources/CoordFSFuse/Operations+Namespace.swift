@@ -19,7 +19,7 @@ extension FileSystem {
         let nameString = String(cString: name)
         let path = nodes.path(of: parent)?.appending(nameString)
         let pending = PendingRequest(raw: request)
-        withClaims(request, path.map { [ClaimRequest($0, .write)] } ?? []) { [self] grant in
+        withClaims(request, { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(nameString), .write)] } ?? [] }) { [self] grant in
             defer { if let grant { claims.release(grant) } }
             do throws(Errno) {
                 if activity.pendingSave(PendingName(directory: parent.id, name: nameString)) != nil { throw .fileExists }
@@ -75,7 +75,7 @@ extension FileSystem {
         let nameString = String(cString: name)
         let path = nodes.path(of: parent)?.appending(nameString)
         let pending = PendingRequest(raw: request)
-        withClaims(request, path.map { [ClaimRequest($0, .write)] } ?? []) { [self] grant in
+        withClaims(request, { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(nameString), .write)] } ?? [] }) { [self] grant in
             defer { if let grant { claims.release(grant) } }
             do throws(Errno) {
                 let origin = origin(of: pending.raw)
@@ -121,9 +121,11 @@ extension FileSystem {
         let destinationName = String(cString: newName)
         let sourcePath = nodes.path(of: source)?.appending(sourceName)
         let destinationPath = nodes.path(of: destination)?.appending(destinationName)
-        let claimed = [sourcePath, destinationPath].compactMap { $0.map { ClaimRequest($0, .write) } }
         let pending = PendingRequest(raw: request)
-        withClaims(request, claimed) { [self] grant in
+        withClaims(request, { [nodes] in
+            [nodes.path(of: source)?.appending(sourceName), nodes.path(of: destination)?.appending(destinationName)]
+                .compactMap { $0.map { ClaimRequest($0, .write) } }
+        }) { [self] grant in
             defer { if let grant { claims.release(grant) } }
             do throws(Errno) {
                 let origin = origin(of: pending.raw)
