@@ -39,6 +39,11 @@ public struct ChangeKindSet: OptionSet, Sendable, Hashable {
         self.rawValue = kinds.reduce(0) { $0 | ChangeKindSet($1).rawValue }
     }
 
+    public static let created = ChangeKindSet(ChangeKind.created)
+    public static let changed = ChangeKindSet(ChangeKind.changed)
+    public static let deleted = ChangeKindSet(ChangeKind.deleted)
+    public static let moved = ChangeKindSet(ChangeKind.moved)
+    public static let attributes = ChangeKindSet(ChangeKind.attributes)
     public static let all = ChangeKindSet(ChangeKind.allCases)
 
     public func contains(_ kind: ChangeKind) -> Bool {
