@@ -56,10 +56,11 @@ let package = Package(
             dependencies: ["CoordFSCore", "CoordFSProtocol", nioCore, nioPosix, logging],
             swiftSettings: swiftSettings
         ),
-        // The public Swift client library: knows the protocol, nothing of FUSE or the core.
+        // The public Swift client library: knows the protocol, nothing of FUSE or the core
+        // (CSystemCalls only for getxattr, which Swift's Glibc module hides).
         .target(
             name: "CoordFSClient",
-            dependencies: ["CoordFSProtocol", nioCore, nioPosix],
+            dependencies: ["CoordFSProtocol", "CSystemCalls", nioCore, nioPosix],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

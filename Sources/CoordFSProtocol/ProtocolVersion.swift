@@ -1,4 +1,12 @@
 /// The version of the control-socket protocol that this build speaks; the handshake compares it.
 public enum ProtocolVersion {
     public static let current = 1
+    /// Every version this build can speak (the server answers `hello` with the highest one both know).
+    public static let supported: ClosedRange<Int> = 1...1
+}
+
+/// Limits both sides keep to.
+public enum ProtocolLimits {
+    /// The longest line (one message, without its newline) a server accepts by default.
+    public static let defaultMaxLineBytes = 1 << 20
 }

@@ -49,6 +49,26 @@ public final class ProcessFacts: Sendable {
     /// True when `pid` is `ancestor` or descends from it, following parent ids up /proc.
     /// A process that has gone, or whose chain reaches pid 1 or 0 first, is not in the tree.
     public func isInTree(_ pid: Int32, rootedAt ancestor: Int32) -> Bool {
+        Self.isInTree(pid, rootedAt: ancestor)
+    }
+
+    /// `isInTree` in the shape the presenter registry takes.
+    public static let isInTreeRule: @Sendable (Int32, Int32) -> Bool = { pid, root in isInTree(pid, rootedAt: root) }
+
+    /// The supplementary groups of `pid` (the `Groups:` line of /proc/PID/status), nil when it is gone.
+    public static func supplementaryGroups(of pid: Int32) -> [UInt32]? {
+        guard pid > 0 else { return nil }
+        return readProcFile(pid, "status", capacity: 16_384) { bytes -> [UInt32]? in
+            for line in bytes.split(separator: UInt8(ascii: "\n")) where line.starts(with: "Groups:".utf8) {
+                return line.dropFirst(7).split { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+                    .compactMap { UInt32(String(decoding: $0, as: UTF8.self)) }
+            }
+            return []
+        }
+    }
+
+    /// True when `pid` is `ancestor` or descends from it (see the instance method).
+    public static func isInTree(_ pid: Int32, rootedAt ancestor: Int32) -> Bool {
         var current = pid
         // Parent chains are short; the bound only guards against a chain that changes under us.
         for _ in 0..<4096 {

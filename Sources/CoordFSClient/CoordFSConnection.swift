@@ -1,0 +1,274 @@
+import Glibc
+import NIOCore
+import NIOPosix
+import Synchronization
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+// Why SwiftNIO here rather than plain sockets: replies and pushes arrive interleaved on one
+// socket at any time, so something must read continuously and route each line to whoever
+// waits for it. NIO does that on a shared event loop with non-blocking I/O (no reader thread
+// per connection, no blocking read inside async code), and the package builds it anyway for
+// the server. The socket itself is created here, close-on-exec, and handed to NIO connected:
+// a child process (`coordfs exec`'s command) must never inherit it, or a claim would outlive
+// the process that took it.
+
+/// A connection to a mount's control socket.
+///
+/// ```swift
+/// let mount = try await CoordFSConnection.connect(toMountOf: "/mnt/shared")
+/// for try await message in try await mount.subscribe("/", recursive: true) { … }
+/// try await mount.coordinate(writing: ["/counter"]) { … }
+/// ```
+///
+/// Paths given to a connection are mount-relative ("/a/b"); `ControlLocation.locate` turns a
+/// local path into one.
+public final class CoordFSConnection: Sendable {
+    /// What the server said in reply to `hello`.
+    public let server: Request.Hello.Reply
+    /// Where the connection was found, when it was found from a path.
+    public let location: ControlLocation?
+    public let socketPath: String
+
+    private let channel: any Channel
+    let core: ConnectionCore
+
+    private init(channel: any Channel, core: ConnectionCore, server: Request.Hello.Reply, socketPath: String, location: ControlLocation?) {
+        self.channel = channel
+        self.core = core
+        self.server = server
+        self.socketPath = socketPath
+        self.location = location
+    }
+
+    /// The name a client gives by default: the program's name.
+    public static var defaultClientName: String {
+        CommandLine.arguments.first.map { String($0.split(separator: "/").last ?? "swift") } ?? "swift"
+    }
+
+    /// Connects to the mount that holds `path` (found through its `user.coordfs.control` attribute).
+    public static func connect(toMountOf path: String, client: String = defaultClientName) async throws(CoordFSError) -> CoordFSConnection {
+        let location = try ControlLocation.locate(path)
+        return try await connect(socketPath: location.socket, client: client, location: location)
+    }
+
+    /// Connects to a control socket and says hello.
+    public static func connect(socketPath: String, client: String = defaultClientName) async throws(CoordFSError) -> CoordFSConnection {
+        try await connect(socketPath: socketPath, client: client, location: nil)
+    }
+
+    private static func connect(socketPath: String, client: String, location: ControlLocation?) async throws(CoordFSError) -> CoordFSConnection {
+        let descriptor = try openSocket(socketPath)
+        let core = ConnectionCore()
+        let channel: any Channel
+        do {
+            channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(ClientHandler(core: core))
+                    }
+                }
+                .withConnectedSocket(descriptor)
+                .get()
+        } catch {
+            Glibc.close(descriptor)
+            throw .cannotConnect(socket: socketPath, reason: "\(error)")
+        }
+        core.attach(channel)
+        do {
+            let line = try await core.send(.hello(.init(version: ProtocolVersion.current, client: client)))
+            let reply = try WireFormat.decodeReplyBody(Request.Hello.Reply.self, from: line)
+            return CoordFSConnection(channel: channel, core: core, server: reply, socketPath: socketPath, location: location)
+        } catch {
+            channel.close(promise: nil)
+            throw CoordFSError.wrap(error)
+        }
+    }
+
+    /// A connected, close-on-exec socket.
+    private static func openSocket(_ path: String) throws(CoordFSError) -> Int32 {
+        var address = sockaddr_un()
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard path.utf8.count < capacity else { throw .cannotConnect(socket: path, reason: "the path is too long for a socket") }
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+            for (index, byte) in path.utf8.enumerated() { buffer[index] = byte }
+        }
+        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { throw .cannotConnect(socket: path, reason: String(cString: strerror(errno))) }
+        var result: Int32
+        repeat {
+            result = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+        } while result != 0 && errno == EINTR
+        guard result == 0 else {
+            let error = errno
+            Glibc.close(descriptor)
+            let reason = error == ECONNREFUSED ? "nobody listens there (is the mount still running?)" : String(cString: strerror(error))
+            throw .cannotConnect(socket: path, reason: reason)
+        }
+        return descriptor
+    }
+
+    /// Closes the connection: the server releases this connection's claims and registrations
+    /// at once, and every subscription's sequence ends.
+    public func close() {
+        core.shutDown(because: "closed by this client", error: nil)
+        channel.close(promise: nil)
+    }
+
+    deinit {
+        channel.close(promise: nil)
+    }
+
+    // MARK: Requests
+
+    /// Sends a request and decodes its reply body.
+    func perform<Body: Codable & Sendable>(_ request: Request, _ type: Body.Type) async throws(CoordFSError) -> Body {
+        do {
+            return try WireFormat.decodeReplyBody(type, from: try await core.send(request))
+        } catch {
+            throw CoordFSError.wrap(error)
+        }
+    }
+
+    /// Everything going on in the mount, as this connection's user may see it.
+    public func status() async throws(CoordFSError) -> StatusReport {
+        try await perform(.status(.init()), StatusReport.self)
+    }
+
+    // MARK: Events
+
+    /// Subscribes to change events of `path` (a file; a directory and its entries; with
+    /// `recursive` a whole subtree), optionally only `kinds`, optionally replaying from history
+    /// everything after `since`. Iterate the result for events; it ends when the connection does.
+    public func subscribe(_ path: String, recursive: Bool = false, kinds: Set<EventKind>? = nil, since: UInt64? = nil,
+                          bufferSize: Int = 4096) async throws(CoordFSError) -> EventSubscription {
+        let sink = SubscriptionSink(bufferSize: bufferSize)
+        let request = Request.subscribe(.init(path: path, recursive: recursive,
+                                              kinds: kinds.map { EventKind.allCases.filter($0.contains) }, since: since))
+        do {
+            let line = try await core.send(request, registering: .subscription(sink))
+            let reply = try WireFormat.decodeReplyBody(Request.Subscribe.Reply.self, from: line)
+            return EventSubscription(reply: reply, sink: sink, connection: self)
+        } catch {
+            throw CoordFSError.wrap(error)
+        }
+    }
+
+    func unsubscribe(_ id: UInt64) async throws(CoordFSError) {
+        _ = try await perform(.unsubscribe(.init(subscription: id)), Empty.self)
+        core.dropSubscription(id)
+    }
+
+    // MARK: Claims
+
+    /// How long a claim may wait for others to let go.
+    public enum ClaimWait: Sendable, Hashable {
+        /// Fail at once with a `conflict` error.
+        case nonblocking
+        /// Wait up to this long, then fail with a `timeout` error.
+        case upTo(Duration)
+        /// The server's default wait.
+        case serverDefault
+    }
+
+    /// Explicit claims held by this connection (its process tree passes through them).
+    public struct HeldClaim: Sendable, Hashable {
+        public let id: UInt64
+        public let reading: [String]
+        public let writing: [String]
+        /// Seconds spent waiting for it.
+        public let waited: Double
+    }
+
+    /// Takes claims on several paths, all or none. Reading: nobody else changes them. Writing:
+    /// nobody else sees or changes them. Cancelling the task while it waits gives up the wait.
+    public func claim(reading: [String] = [], writing: [String] = [], wait: ClaimWait = .serverDefault) async throws(CoordFSError) -> HeldClaim {
+        var body = Request.Claim(read: reading.isEmpty ? nil : reading, write: writing.isEmpty ? nil : writing)
+        switch wait {
+        case .nonblocking: body.nonblock = true
+        case .upTo(let duration): body.wait = max(0, Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+        case .serverDefault: break
+        }
+        let id = core.makeRequestID()
+        let core = self.core
+        let reply: Request.Claim.Reply
+        do {
+            reply = try await withTaskCancellationHandler {
+                try WireFormat.decodeReplyBody(Request.Claim.Reply.self, from: try await core.send(.claim(body), id: id))
+            } onCancel: {
+                core.sendWithoutReply(.cancel(.init(request: id)))
+            }
+        } catch {
+            throw CoordFSError.wrap(error)
+        }
+        return HeldClaim(id: reply.claim, reading: reply.read, writing: reply.write, waited: reply.waited)
+    }
+
+    public func release(_ claim: HeldClaim) async throws(CoordFSError) {
+        _ = try await perform(.release(.init(claim: claim.id)), Empty.self)
+    }
+
+    /// Runs `body` while holding the claims, and releases them however it ends.
+    public func coordinate<Result>(reading: [String] = [], writing: [String] = [], wait: ClaimWait = .serverDefault,
+                                   isolation: isolated (any Actor)? = #isolation,
+                                   _ body: () async throws -> Result) async throws -> Result {
+        let held = try await claim(reading: reading, writing: writing, wait: wait)
+        do {
+            let result = try await body()
+            try? await release(held)
+            return result
+        } catch {
+            try? await release(held)
+            throw error
+        }
+    }
+
+    // MARK: Presenters
+
+    /// Registers `presenter` for `path`: it is asked the requests in `answering` before others
+    /// access the item, and told of changes, moves and deletions. Ends with `registration.stop()`
+    /// or when the connection closes.
+    public func present(_ presenter: some Presenter, at path: String,
+                        answering: Set<AskKind> = Set(AskKind.allCases)) async throws(CoordFSError) -> PresenterRegistration {
+        let sink = PresenterSink()
+        let request = Request.present(.init(path: path, answers: AskKind.allCases.filter(answering.contains)))
+        let reply: Request.Present.Reply
+        do {
+            reply = try WireFormat.decodeReplyBody(Request.Present.Reply.self, from: try await core.send(request, registering: .presenter(sink)))
+        } catch {
+            throw CoordFSError.wrap(error)
+        }
+        let task = Task { [self] in
+            await PresenterLoop.run(presenter, id: reply.presenter, messages: sink.stream, connection: self)
+        }
+        return PresenterRegistration(id: reply.presenter, path: reply.path, connection: self, task: task)
+    }
+
+    func unpresent(_ id: UInt64) async throws(CoordFSError) {
+        _ = try await perform(.unpresent(.init(presenter: id)), Empty.self)
+        core.dropPresenter(id)
+    }
+
+    func answer(presenter: UInt64, request: UInt64, verdict: Request.Answer.Verdict, reason: String?) async {
+        _ = try? await perform(.answer(.init(presenter: presenter, request: request, verdict: verdict, reason: reason)),
+                               Request.Answer.Reply.self)
+    }
+}
+
+extension CoordFSError {
+    static func wrap(_ error: any Error) -> CoordFSError {
+        switch error {
+        case let error as CoordFSError: return error
+        case let detail as ErrorDetail: return .server(detail)
+        case let error as DecodingError: return .protocolViolation("\(error)")
+        default: return .protocolViolation("\(error)")
+        }
+    }
+}

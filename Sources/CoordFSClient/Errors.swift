@@ -1,0 +1,31 @@
+@_exported import CoordFSProtocol
+
+/// What can go wrong talking to a coordfs mount, each in one sentence.
+public enum CoordFSError: Error, Sendable, CustomStringConvertible {
+    /// The path is not inside a coordfs mount (or the mount does not say where its socket is).
+    case notInMount(path: String, reason: String)
+    /// The control socket could not be reached.
+    case cannotConnect(socket: String, reason: String)
+    /// The server refused a request; `detail.code` says why (`conflict`, `timeout`, `not-permitted`…).
+    case server(ErrorDetail)
+    /// The connection ended (the mount stopped, or `close()` was called).
+    case closed(reason: String)
+    /// The server said something this client does not understand.
+    case protocolViolation(String)
+
+    public var description: String {
+        switch self {
+        case .notInMount(let path, let reason): return "\(path) is not inside a coordfs mount (\(reason))"
+        case .cannotConnect(let socket, let reason): return "cannot connect to the control socket \(socket): \(reason)"
+        case .server(let detail): return detail.message
+        case .closed(let reason): return "the connection to the mount closed: \(reason)"
+        case .protocolViolation(let what): return "unexpected message from the server: \(what)"
+        }
+    }
+
+    /// The server's error code, when the server refused the request.
+    public var code: ErrorCode? {
+        if case .server(let detail) = self { return detail.code }
+        return nil
+    }
+}

@@ -1,0 +1,128 @@
+import Glibc
+
+/// What happened to an item, as subscribers see it.
+public enum ChangeKind: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// A new name appeared (a file appears whole, once its writer commits it).
+    case created
+    /// New content was committed (or an in-place write's handle closed).
+    case changed
+    /// A name went away.
+    case deleted
+    /// A name moved: the event's `path` is where it was, `destination` where it is now.
+    case moved
+    /// Mode, owner, times or extended attributes changed.
+    case attributes
+
+    public var description: String { rawValue }
+}
+
+/// A set of change kinds as one bit each, so a subscriber's filter is tested with one `&`
+/// on the publishing thread instead of a hash lookup.
+public struct ChangeKindSet: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt8
+
+    public init(rawValue: UInt8) {
+        self.rawValue = rawValue
+    }
+
+    public init(_ kind: ChangeKind) {
+        switch kind {
+        case .created: rawValue = 1 << 0
+        case .changed: rawValue = 1 << 1
+        case .deleted: rawValue = 1 << 2
+        case .moved: rawValue = 1 << 3
+        case .attributes: rawValue = 1 << 4
+        }
+    }
+
+    public init(_ kinds: some Sequence<ChangeKind>) {
+        self.rawValue = kinds.reduce(0) { $0 | ChangeKindSet($1).rawValue }
+    }
+
+    public static let created = ChangeKindSet(ChangeKind.created)
+    public static let changed = ChangeKindSet(ChangeKind.changed)
+    public static let deleted = ChangeKindSet(ChangeKind.deleted)
+    public static let moved = ChangeKindSet(ChangeKind.moved)
+    public static let attributes = ChangeKindSet(ChangeKind.attributes)
+    public static let all = ChangeKindSet(ChangeKind.allCases)
+
+    public func contains(_ kind: ChangeKind) -> Bool {
+        rawValue & ChangeKindSet(kind).rawValue != 0
+    }
+
+    /// The kinds in their declaration order.
+    public var kinds: [ChangeKind] {
+        ChangeKind.allCases.filter { contains($0) }
+    }
+}
+
+/// Who caused a change: the process the kernel named in the request.
+public struct EventOrigin: Sendable, Hashable {
+    public var pid: Int32
+    public var uid: UInt32
+    /// The process's command name (`/proc/PID/comm`), as the FUSE layer read it.
+    public var processName: String
+
+    public init(pid: Int32, uid: UInt32, processName: String) {
+        self.pid = pid
+        self.uid = uid
+        self.processName = processName
+    }
+}
+
+/// Wall-clock time of an event, in nanoseconds since the Unix epoch: what a subscriber on
+/// another machine or in another language can compare with its own clock.
+public struct EventTime: Sendable, Hashable, Comparable {
+    public var nanosecondsSince1970: Int64
+
+    public init(nanosecondsSince1970: Int64) {
+        self.nanosecondsSince1970 = nanosecondsSince1970
+    }
+
+    /// The realtime clock, read through the vDSO (no system call).
+    public static func now() -> EventTime {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return EventTime(nanosecondsSince1970: Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec))
+    }
+
+    public var secondsSince1970: Double { Double(nanosecondsSince1970) / 1e9 }
+
+    public static func < (lhs: EventTime, rhs: EventTime) -> Bool {
+        lhs.nanosecondsSince1970 < rhs.nanosecondsSince1970
+    }
+}
+
+/// One change, as committed. Sequence numbers grow by one per event for the life of a mount,
+/// so a subscriber can tell whether it missed anything and ask to replay from where it was.
+public struct ChangeEvent: Sendable, Hashable {
+    public let sequence: UInt64
+    public let kind: ChangeKind
+    /// The item; for `moved`, where it was.
+    public let path: MountPath
+    /// For `moved`, where the item is now; nil for every other kind.
+    public let destination: MountPath?
+    public let isDirectory: Bool
+    public let origin: EventOrigin
+    /// The item's size after the change, where it has one (files, after created/changed).
+    public let size: Int64?
+    public let time: EventTime
+
+    public init(sequence: UInt64, kind: ChangeKind, path: MountPath, destination: MountPath?, isDirectory: Bool,
+                origin: EventOrigin, size: Int64?, time: EventTime) {
+        self.sequence = sequence
+        self.kind = kind
+        self.path = path
+        self.destination = destination
+        self.isDirectory = isDirectory
+        self.origin = origin
+        self.size = size
+        self.time = time
+    }
+
+    /// The same change told as another kind about another path (a move seen from one side only).
+    public func retold(as kind: ChangeKind, path: MountPath) -> ChangeEvent {
+        ChangeEvent(sequence: sequence, kind: kind, path: path, destination: nil, isDirectory: isDirectory,
+                    origin: origin, size: size, time: time)
+    }
+}

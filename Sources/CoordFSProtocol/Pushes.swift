@@ -1,0 +1,132 @@
+/// A message the server sends on its own, not in reply to a request: `{"push": "…", …}`.
+/// Pushes never carry an `id`; replies always do.
+public enum Push: Sendable, Hashable {
+    case event(EventPush)
+    case overflow(OverflowPush)
+    case ask(AskPush)
+    case notify(NotifyPush)
+    case bye(ByePush)
+
+    public var name: String {
+        switch self {
+        case .event: "event"
+        case .overflow: "overflow"
+        case .ask: "ask"
+        case .notify: "notify"
+        case .bye: "bye"
+        }
+    }
+}
+
+/// A change event for one of the connection's subscriptions.
+public struct EventPush: Sendable, Hashable, Codable {
+    public var subscription: UInt64
+    public var event: WatchEvent
+
+    public init(subscription: UInt64, event: WatchEvent) {
+        self.subscription = subscription
+        self.event = event
+    }
+}
+
+/// The subscription's queue filled because the client did not read fast enough: `dropped`
+/// matching events (sequence numbers `first` to `last`) were lost. Rescan, then carry on:
+/// events after `last` keep coming.
+public struct OverflowPush: Sendable, Hashable, Codable {
+    public var subscription: UInt64
+    public var dropped: UInt64
+    public var first: UInt64
+    public var last: UInt64
+
+    public init(subscription: UInt64, dropped: UInt64, first: UInt64, last: UInt64) {
+        self.subscription = subscription
+        self.dropped = dropped
+        self.first = first
+        self.last = last
+    }
+}
+
+/// A question to a presenter; answer with `answer` (same `presenter` and `request`) before
+/// `timeout` seconds pass, or the access goes on without you.
+public struct AskPush: Sendable, Hashable, Codable {
+    public var presenter: UInt64
+    public var request: UInt64
+    public var kind: AskKind
+    /// The item being accessed.
+    public var path: String
+    /// The presenter's own path (they differ when a directory presenter is asked about an item inside).
+    public var presented: String
+    /// The process whose access raised the question.
+    public var requester: Int32
+    public var timeout: Double
+
+    public init(presenter: UInt64, request: UInt64, kind: AskKind, path: String, presented: String, requester: Int32, timeout: Double) {
+        self.presenter = presenter
+        self.request = request
+        self.kind = kind
+        self.path = path
+        self.presented = presented
+        self.requester = requester
+        self.timeout = timeout
+    }
+}
+
+/// News for a presenter; nothing to answer.
+public struct NotifyPush: Sendable, Hashable, Codable {
+    public var presenter: UInt64
+    public var kind: NoticeKind
+    public var path: String
+    /// For `did-move`, the new path.
+    public var destination: String?
+    /// The presenter's own path now (after a move, the new one).
+    public var presented: String
+
+    public init(presenter: UInt64, kind: NoticeKind, path: String, destination: String? = nil, presented: String) {
+        self.presenter = presenter
+        self.kind = kind
+        self.path = path
+        self.destination = destination
+        self.presented = presented
+    }
+}
+
+/// The server is about to close the connection (the mount is stopping).
+public struct ByePush: Sendable, Hashable, Codable {
+    public var reason: String
+
+    public init(reason: String) {
+        self.reason = reason
+    }
+}
+
+private enum PushKey: String, CodingKey {
+    case push
+}
+
+extension Push: Codable {
+    public init(from decoder: any Decoder) throws {
+        let name = try decoder.container(keyedBy: PushKey.self).decode(String.self, forKey: .push)
+        switch name {
+        case "event": self = .event(try .init(from: decoder))
+        case "overflow": self = .overflow(try .init(from: decoder))
+        case "ask": self = .ask(try .init(from: decoder))
+        case "notify": self = .notify(try .init(from: decoder))
+        case "bye": self = .bye(try .init(from: decoder))
+        default:
+            throw DecodingError.dataCorruptedError(forKey: .push, in: try decoder.container(keyedBy: PushKey.self),
+                                                   debugDescription: "unknown push \"\(name)\"")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: PushKey.self)
+        try container.encode(name, forKey: .push)
+        switch self {
+        case .event(let body): try body.encode(to: encoder)
+        case .overflow(let body): try body.encode(to: encoder)
+        case .ask(let body): try body.encode(to: encoder)
+        case .notify(let body): try body.encode(to: encoder)
+        case .bye(let body): try body.encode(to: encoder)
+        }
+    }
+}

@@ -1,0 +1,126 @@
+import CoordFSCore
+import CoordFSProtocol
+
+// Between the core's types and the wire's. Paths go out as "/a/b" (MountPath's description).
+
+extension EventKind {
+    init(_ kind: ChangeKind) {
+        switch kind {
+        case .created: self = .created
+        case .changed: self = .changed
+        case .deleted: self = .deleted
+        case .moved: self = .moved
+        case .attributes: self = .attributes
+        }
+    }
+}
+
+extension ChangeKind {
+    init(_ kind: EventKind) {
+        switch kind {
+        case .created: self = .created
+        case .changed: self = .changed
+        case .deleted: self = .deleted
+        case .moved: self = .moved
+        case .attributes: self = .attributes
+        }
+    }
+}
+
+extension WatchEvent {
+    init(_ event: ChangeEvent) {
+        self.init(sequence: event.sequence, kind: EventKind(event.kind), path: event.path.description,
+                  destination: event.destination?.description, directory: event.isDirectory,
+                  origin: .init(pid: event.origin.pid, uid: event.origin.uid, process: event.origin.processName),
+                  size: event.size, time: event.time.secondsSince1970)
+    }
+}
+
+extension AskKind {
+    init(_ kind: PresenterRequestKind) {
+        switch kind {
+        case .save: self = .save
+        case .relinquish: self = .relinquish
+        case .accommodateDeletion: self = .accommodateDeletion
+        }
+    }
+}
+
+extension PresenterRequestKind {
+    init(_ kind: AskKind) {
+        switch kind {
+        case .save: self = .save
+        case .relinquish: self = .relinquish
+        case .accommodateDeletion: self = .accommodateDeletion
+        }
+    }
+}
+
+extension NoticeKind {
+    init(_ kind: PresenterNotificationKind) {
+        switch kind {
+        case .didChange: self = .didChange
+        case .didMove: self = .didMove
+        case .didDelete: self = .didDelete
+        case .reacquire: self = .reacquire
+        }
+    }
+}
+
+extension ClaimModeName {
+    init(_ mode: ClaimHolding.Mode) {
+        switch mode {
+        case .snapshotRead: self = .snapshotRead
+        case .read: self = .read
+        case .write: self = .write
+        case .exclusive: self = .exclusive
+        }
+    }
+}
+
+extension ClaimOwnerRecord {
+    init(_ owner: ClaimHolding.Owner) {
+        switch owner {
+        case .process(let pid): self.init(kind: .process, pid: pid)
+        case .session(let session, let pid): self.init(kind: .client, pid: pid, session: session)
+        }
+    }
+}
+
+extension ClaimHolderRecord {
+    init(_ holding: ClaimHolding, now: ContinuousClock.Instant) {
+        self.init(path: holding.path.description, mode: ClaimModeName(holding.mode), owner: ClaimOwnerRecord(holding.owner),
+                  held: (now - holding.since).seconds)
+    }
+}
+
+extension Duration {
+    /// Seconds as a Double, for the wire.
+    var seconds: Double {
+        let (whole, fraction) = components
+        return Double(whole) + Double(fraction) / 1e18
+    }
+
+    /// A number of seconds from the wire, clamped to what a Duration holds.
+    static func seconds(clamping value: Double) -> Duration {
+        guard value.isFinite, value > 0 else { return .zero }
+        return value >= 1e12 ? .seconds(1_000_000_000_000) : .nanoseconds(Int64(value * 1e9))
+    }
+}
+
+/// Reads a wire path: mount-relative, beginning with "/", without "..", NUL or overlong names.
+func parseWirePath(_ text: String) -> Result<MountPath, ErrorDetail> {
+    guard text.hasPrefix("/") else {
+        return .failure(ErrorDetail(code: .invalidPath, message: "\"\(text.prefix(200))\": paths are mount-relative and begin with /"))
+    }
+    guard text.utf8.count <= 4096, !text.utf8.contains(0) else {
+        return .failure(ErrorDetail(code: .invalidPath, message: "a path may not hold NUL bytes or be longer than 4096 bytes"))
+    }
+    guard let path = MountPath(text) else {
+        return .failure(ErrorDetail(code: .invalidPath, message: "\"\(text.prefix(200))\": \"..\" may not appear in a path"))
+    }
+    if let long = path.components.first(where: { $0.utf8.count > 255 }) {
+        return .failure(ErrorDetail(code: .invalidPath, message: "the name \"\(long.prefix(40))…\" is longer than 255 bytes"))
+    }
+    return .success(path)
+}
