@@ -20,7 +20,7 @@ private final class Inbox: Sendable {
 private final class VerdictBox: Sendable {
     let verdicts = Mutex<[PresenterVerdict]>([])
     var completion: @Sendable (PresenterVerdict) -> Void { { verdict in self.verdicts.withLock { $0.append(verdict) } } }
-    func wait(for duration: Duration = .seconds(5)) async -> PresenterVerdict? {
+    func wait(for duration: Duration = .seconds(20)) async -> PresenterVerdict? {
         let deadline = ContinuousClock.now + duration
         while ContinuousClock.now < deadline {
             if let verdict = verdicts.withLock({ $0.first }) { return verdict }
