@@ -148,14 +148,14 @@ public final class CoordFSConnection: Sendable {
     /// `recursive` a whole subtree), optionally only `kinds`, optionally replaying from history
     /// everything after `since`. Iterate the result for events; it ends when the connection does.
     public func subscribe(_ path: String, recursive: Bool = false, kinds: Set<EventKind>? = nil, since: UInt64? = nil,
-                          bufferSize: Int = 4096) async throws(CoordFSError) -> EventSubscription {
+                          bufferSize: Int = 4096) async throws(CoordFSError) -> EventStream {
         let sink = SubscriptionSink(bufferSize: bufferSize)
         let request = Request.subscribe(.init(path: path, recursive: recursive,
                                               kinds: kinds.map { EventKind.allCases.filter($0.contains) }, since: since))
         do {
             let line = try await core.send(request, registering: .subscription(sink))
             let reply = try WireFormat.decodeReplyBody(Request.Subscribe.Reply.self, from: line)
-            return EventSubscription(reply: reply, sink: sink, connection: self)
+            return EventStream(reply: reply, sink: sink, connection: self)
         } catch {
             throw CoordFSError.wrap(error)
         }

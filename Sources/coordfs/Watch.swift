@@ -112,7 +112,7 @@ struct WatchOptions: Sendable {
     func watch(_ located: [LocatedPath]) async throws(CoordFSError) -> WatchOutcome {
         // One connection per mount; one subscription per path.
         var connections: [String: CoordFSConnection] = [:]
-        var subscriptions: [(LocatedPath, EventSubscription)] = []
+        var subscriptions: [(LocatedPath, EventStream)] = []
         defer { for connection in connections.values { connection.close() } }
         for path in located {
             let connection: CoordFSConnection

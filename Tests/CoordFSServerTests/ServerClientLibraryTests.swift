@@ -239,6 +239,10 @@ func failure<T>(_ body: () async throws -> T) async -> CoordFSError? {
         #expect(file.socket == "/run/coordfs/x.sock" && file.path == "/sub/file")
         let missing = try ControlLocation.locate(directory + "/sub/new.txt")
         #expect(missing.path == "/sub/new.txt")
+        // A long value (deep paths are allowed up to PATH_MAX).
+        let deep = "/sub/" + String(repeating: "x", count: 3000)
+        #expect(shell("setfattr -n user.coordfs.control -v '{\"version\":1,\"socket\":\"/s\",\"path\":\"\(deep)\"}' \(directory)/sub/file") == 0)
+        #expect(try ControlLocation.locate(directory + "/sub/file").path == deep)
         let trailing = try ControlLocation.locate(directory + "/sub/")
         #expect(trailing.path == "/sub")
         let plain = await failure { try ControlLocation.locate(directory) }

@@ -56,7 +56,10 @@ private func makeFakeMount(_ fixture: ServerFixture, items: [String] = []) throw
             #expect(fixture.eventually(within: .seconds(10)) { fixture.claims.snapshot().holders.isEmpty })
             #expect(capture("\(coordfs) exec --read \(mount)/counter -- sh -c 'exit 7'").status == 7)
             // The command does not inherit the control connection (a claim must not outlive exec).
-            let descriptors = capture("\(coordfs) exec --read \(mount)/counter -- sh -c 'ls -l /proc/$$/fd'")
+            // (bash first closes what this test process leaks into its children: NIO's accepted
+            // sockets are not close-on-exec.)
+            let closeInherited = #"for fd in /proc/$$/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done 2>/dev/null; "#
+            let descriptors = capture("bash -c '\(closeInherited)exec \(coordfs) exec --read \(mount)/counter -- ls -l /proc/self/fd'")
             #expect(descriptors.status == 0 && !descriptors.output.contains("socket:"), "\(descriptors.output)")
             #expect(capture("\(coordfs) exec --read \(mount)/counter -- sh -c 'kill -TERM $$'").status == 128 + SIGTERM)
             let missing = capture("\(coordfs) exec --read \(mount)/counter -- /no/such/program 2>&1")
