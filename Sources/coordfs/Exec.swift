@@ -64,8 +64,7 @@ struct Exec: ParsableCommand {
         } catch {
             throw CleanExit.failure(error.commandLineMessage)
         }
-        let waitChoice: CoordFSConnection.ClaimWait = nonblock ? .nonblocking
-            : wait.map { .upTo(.nanoseconds(Int64(min($0, 1e9) * 1e9))) } ?? .serverDefault
+        let timeout: Duration? = nonblock ? .zero : wait.map { .nanoseconds(Int64(min($0, 1e9) * 1e9)) }
         // Mounts in a fixed order, so two exec runs over the same mounts cannot deadlock.
         let mounts = byMount.sorted { $0.key < $1.key }.map { (socket: $0.key, reading: $0.value.reading, writing: $0.value.writing) }
 
@@ -78,7 +77,7 @@ struct Exec: ParsableCommand {
                     for mount in mounts {
                         let connection = try await CoordFSConnection.connect(socketPath: mount.socket, client: "coordfs exec")
                         held.append(connection)
-                        _ = try await connection.claim(reading: mount.reading, writing: mount.writing, wait: waitChoice)
+                        _ = try await connection.claim(reading: mount.reading, writing: mount.writing, timeout: timeout)
                     }
                     return held
                 } catch {
