@@ -3,12 +3,6 @@ import NIOCore
 import NIOPosix
 import Synchronization
 
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-
 // Why SwiftNIO here rather than plain sockets: replies and pushes arrive interleaved on one
 // socket at any time, so something must read continuously and route each line to whoever
 // waits for it. NIO does that on a shared event loop with non-blocking I/O (no reader thread

@@ -6,12 +6,6 @@ import NIOCore
 import NIOPosix
 import Synchronization
 
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-
 /// The control socket of one mount: a SwiftNIO server on a Unix-domain stream socket, on one
 /// event-loop thread of its own (the FUSE workers never run its code; they only publish
 /// events, ask presenters and take claims, which hand work to this loop without waiting).
