@@ -1,12 +1,6 @@
 import NIOCore
 import Synchronization
 
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-
 /// The routing table of one connection: requests waiting for their replies, and where each
 /// subscription's and presenter's pushes go.
 ///

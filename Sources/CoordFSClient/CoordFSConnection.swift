@@ -3,12 +3,6 @@ import NIOCore
 import NIOPosix
 import Synchronization
 
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-
 // Why SwiftNIO here rather than plain sockets: replies and pushes arrive interleaved on one
 // socket at any time, so something must read continuously and route each line to whoever
 // waits for it. NIO does that on a shared event loop with non-blocking I/O (no reader thread
@@ -48,6 +42,12 @@ public final class CoordFSConnection: Sendable {
     /// The name a client gives by default: the program's name.
     public static var defaultClientName: String {
         CommandLine.arguments.first.map { String($0.split(separator: "/").last ?? "swift") } ?? "swift"
+    }
+
+    /// Where the mount that holds `path` takes requests, and the path's name there (from its
+    /// `user.coordfs.control` attribute, or its directory's when it does not exist yet).
+    public static func locate(from path: String) throws(CoordFSError) -> ControlLocation {
+        try ControlLocation.locate(path)
     }
 
     /// Connects to the mount that holds `path` (found through its `user.coordfs.control` attribute).
@@ -148,14 +148,14 @@ public final class CoordFSConnection: Sendable {
     /// `recursive` a whole subtree), optionally only `kinds`, optionally replaying from history
     /// everything after `since`. Iterate the result for events; it ends when the connection does.
     public func subscribe(_ path: String, recursive: Bool = false, kinds: Set<EventKind>? = nil, since: UInt64? = nil,
-                          bufferSize: Int = 4096) async throws(CoordFSError) -> EventSubscription {
+                          bufferSize: Int = 4096) async throws(CoordFSError) -> EventStream {
         let sink = SubscriptionSink(bufferSize: bufferSize)
         let request = Request.subscribe(.init(path: path, recursive: recursive,
                                               kinds: kinds.map { EventKind.allCases.filter($0.contains) }, since: since))
         do {
             let line = try await core.send(request, registering: .subscription(sink))
             let reply = try WireFormat.decodeReplyBody(Request.Subscribe.Reply.self, from: line)
-            return EventSubscription(reply: reply, sink: sink, connection: self)
+            return EventStream(reply: reply, sink: sink, connection: self)
         } catch {
             throw CoordFSError.wrap(error)
         }
@@ -168,16 +168,6 @@ public final class CoordFSConnection: Sendable {
 
     // MARK: Claims
 
-    /// How long a claim may wait for others to let go.
-    public enum ClaimWait: Sendable, Hashable {
-        /// Fail at once with a `conflict` error.
-        case nonblocking
-        /// Wait up to this long, then fail with a `timeout` error.
-        case upTo(Duration)
-        /// The server's default wait.
-        case serverDefault
-    }
-
     /// Explicit claims held by this connection (its process tree passes through them).
     public struct HeldClaim: Sendable, Hashable {
         public let id: UInt64
@@ -188,13 +178,17 @@ public final class CoordFSConnection: Sendable {
     }
 
     /// Takes claims on several paths, all or none. Reading: nobody else changes them. Writing:
-    /// nobody else sees or changes them. Cancelling the task while it waits gives up the wait.
-    public func claim(reading: [String] = [], writing: [String] = [], wait: ClaimWait = .serverDefault) async throws(CoordFSError) -> HeldClaim {
+    /// nobody else sees or changes them. `timeout` is how long to wait for others to let go
+    /// (`.zero`: not at all, failing with a `conflict` error; nil: the mount's claim timeout);
+    /// a wait that runs out fails with a `timeout` error. Cancelling the task gives up the wait.
+    public func claim(reading: [String] = [], writing: [String] = [], timeout: Duration? = nil) async throws(CoordFSError) -> HeldClaim {
         var body = Request.Claim(read: reading.isEmpty ? nil : reading, write: writing.isEmpty ? nil : writing)
-        switch wait {
-        case .nonblocking: body.nonblock = true
-        case .upTo(let duration): body.wait = max(0, Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
-        case .serverDefault: break
+        if let timeout {
+            if timeout <= .zero {
+                body.nonblock = true
+            } else {
+                body.wait = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+            }
         }
         let id = core.makeRequestID()
         let core = self.core
@@ -216,10 +210,10 @@ public final class CoordFSConnection: Sendable {
     }
 
     /// Runs `body` while holding the claims, and releases them however it ends.
-    public func coordinate<Result>(reading: [String] = [], writing: [String] = [], wait: ClaimWait = .serverDefault,
+    public func coordinate<Result>(reading: [String] = [], writing: [String] = [], timeout: Duration? = nil,
                                    isolation: isolated (any Actor)? = #isolation,
                                    _ body: () async throws -> Result) async throws -> Result {
-        let held = try await claim(reading: reading, writing: writing, wait: wait)
+        let held = try await claim(reading: reading, writing: writing, timeout: timeout)
         do {
             let result = try await body()
             try? await release(held)

@@ -24,7 +24,7 @@ public enum SubscriptionMessage: Sendable, Hashable {
 /// A subscription's events, in commit order. The sequence ends when the subscription is
 /// cancelled or the connection is closed by this client, and throws when the connection ends
 /// otherwise. Iterate it from one task at a time.
-public struct EventSubscription: AsyncSequence, Sendable {
+public struct EventStream: AsyncSequence, Sendable {
     public typealias Element = SubscriptionMessage
 
     public let id: UInt64

@@ -75,8 +75,15 @@ public struct ControlLocation: Sendable, Hashable, Codable {
 
     /// The attribute of `path` (following symbolic links), decoded; errno on failure.
     private static func read(_ path: String) -> Result<ControlLocation, SystemError> {
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let count = buffer.withUnsafeMutableBytes { csys_getxattr(path, attributeName, $0.baseAddress, $0.count, 1) }
+        // A path may be up to PATH_MAX long, so the value may be longer than a first guess.
+        var buffer = [UInt8](repeating: 0, count: 1024)
+        var count = buffer.withUnsafeMutableBytes { csys_getxattr(path, attributeName, $0.baseAddress, $0.count, 1) }
+        if count < 0 && errno == ERANGE {
+            let size = csys_getxattr(path, attributeName, nil, 0, 1)
+            guard size >= 0 else { return .failure(SystemError(code: errno)) }
+            buffer = [UInt8](repeating: 0, count: size + 1)
+            count = buffer.withUnsafeMutableBytes { csys_getxattr(path, attributeName, $0.baseAddress, $0.count, 1) }
+        }
         guard count >= 0 else { return .failure(SystemError(code: errno)) }
         guard let location = try? JSONDecoder().decode(ControlLocation.self, from: Data(buffer[0..<count])),
               location.socket.hasPrefix("/"), location.path.hasPrefix("/") else {

@@ -81,6 +81,8 @@ public enum ServerLine: Sendable {
     case reply(id: RequestID?, error: ErrorDetail?)
     case push(Push)
 
+    private static let pushPrefix = Array(#"{"push":"#.utf8)
+
     private struct Header: Decodable {
         var push: String?
         var id: RequestID?
@@ -89,6 +91,11 @@ public enum ServerLine: Sendable {
 
     public static func classify(_ data: some Collection<UInt8>, decoder: JSONDecoder = WireFormat.makeDecoder()) throws -> ServerLine {
         let data = Data(data)
+        // Pushes from this server begin with their "push" key (keys keep their order): one
+        // parse instead of two for the bulk of a subscriber's traffic.
+        if data.starts(with: pushPrefix), let push = try? decoder.decode(Push.self, from: data) {
+            return .push(push)
+        }
         let header = try decoder.decode(Header.self, from: data)
         if header.push != nil {
             return .push(try decoder.decode(Push.self, from: data))

@@ -6,12 +6,6 @@ import NIOCore
 import NIOPosix
 import Synchronization
 
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-
 /// The control socket of one mount: a SwiftNIO server on a Unix-domain stream socket, on one
 /// event-loop thread of its own (the FUSE workers never run its code; they only publish
 /// events, ask presenters and take claims, which hand work to this loop without waiting).
@@ -237,15 +231,13 @@ final class ServerContext<Claims: ClaimService>: @unchecked Sendable {
         }
     }
 
-    /// The event's JSON, encoded once for all its subscribers.
-    func eventJSON(_ event: ChangeEvent) -> [UInt8] {
+    /// Hands `body` the event's JSON, encoded once for all its subscribers.
+    func withEventJSON(_ event: ChangeEvent, _ body: (borrowing [UInt8]) -> Void) {
         let slot = Int(event.sequence % UInt64(eventLines.count))
-        if eventLines[slot].sequence == event.sequence && !eventLines[slot].json.isEmpty {
-            return eventLines[slot].json
+        if eventLines[slot].sequence != event.sequence || eventLines[slot].json.isEmpty {
+            eventLines[slot] = (event.sequence, (try? JSONLineEncoder().encode(WatchEvent(event))) ?? [])
         }
-        let json = (try? JSONLineEncoder().encode(WatchEvent(event))) ?? []
-        eventLines[slot] = (event.sequence, json)
-        return json
+        body(eventLines[slot].json)
     }
 
     /// Says bye to every client and closes them all.

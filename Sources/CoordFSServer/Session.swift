@@ -34,8 +34,15 @@ final class Session<Claims: ClaimService> {
 
     struct Subscription {
         let events: EventSubscription
+        /// `{"push":"event","subscription":N,"event":` — the same for every event it sends.
+        let prefix: [UInt8]
         /// Draining stopped because the socket's send buffer was full.
         var blocked = false
+
+        init(events: EventSubscription, wireID: UInt64) {
+            self.events = events
+            self.prefix = Array(#"{"push":"event","subscription":\#(wireID),"event":"#.utf8)
+        }
     }
 
     private(set) var subscriptions: [UInt64: Subscription] = [:]
@@ -202,7 +209,7 @@ final class Session<Claims: ClaimService> {
         let events = context.hub.subscribe(to: path, recursive: body.recursive ?? false, kinds: kinds, since: body.since) {
             ready.announce(session: sessionID, subscription: wireID)
         }
-        subscriptions[wireID] = Subscription(events: events)
+        subscriptions[wireID] = Subscription(events: events, wireID: wireID)
         let answer: Request.Subscribe.Reply
         switch events.start {
         case .live(let after):
@@ -225,6 +232,8 @@ final class Session<Claims: ClaimService> {
     }
 
     /// Moves queued events of one subscription to the socket, while the socket takes them.
+    /// Each batch goes out as one buffer and one write: with many subscribers, the per-event
+    /// cost is a copy of the shared encoding.
     func pump(_ wireID: UInt64) {
         guard !isClosed, var subscription = subscriptions[wireID] else { return }
         while true {
@@ -233,12 +242,18 @@ final class Session<Claims: ClaimService> {
                 break
             }
             let batch = subscription.events.next(upTo: 256)
+            var buffer = channel.allocator.buffer(capacity: batch.events.count * 320)
             for event in batch.events {
-                send(event, subscription: wireID)
+                append(event, prefix: subscription.prefix, to: &buffer)
             }
-            if let overflow = batch.overflow {
-                push(.overflow(OverflowPush(subscription: wireID, dropped: overflow.dropped,
-                                            first: overflow.firstDropped, last: overflow.lastDropped)))
+            if let overflow = batch.overflow,
+               let line = try? WireFormat.line(Push.overflow(OverflowPush(subscription: wireID, dropped: overflow.dropped,
+                                                                           first: overflow.firstDropped, last: overflow.lastDropped))) {
+                buffer.writeBytes(line)
+            }
+            if buffer.readableBytes > 0 {
+                channel.write(buffer, promise: nil)
+                needsFlush = true
             }
             if !batch.hasMore {
                 subscription.blocked = false
@@ -257,9 +272,9 @@ final class Session<Claims: ClaimService> {
         }
     }
 
-    /// Sends one event as this user may see it: a move seen from one side only is told as a
+    /// Adds one event as this user may see it: a move seen from one side only is told as a
     /// creation or a deletion there.
-    private func send(_ event: ChangeEvent, subscription: UInt64) {
+    private func append(_ event: ChangeEvent, prefix: [UInt8], to buffer: inout ByteBuffer) {
         var told = event
         var retold = false
         if !gate.seesEverything {
@@ -275,15 +290,13 @@ final class Session<Claims: ClaimService> {
                 return
             }
         }
-        let body = !retold ? context.eventJSON(event) : ((try? JSONLineEncoder().encode(WatchEvent(told))) ?? [])
-        var line: [UInt8] = []
-        line.reserveCapacity(body.count + 64)
-        line.append(contentsOf: #"{"push":"event","subscription":"#.utf8)
-        line.append(contentsOf: String(subscription).utf8)
-        line.append(contentsOf: #","event":"#.utf8)
-        line.append(contentsOf: body)
-        line.append(contentsOf: "}\n".utf8)
-        write(line)
+        buffer.writeBytes(prefix)
+        if retold {
+            buffer.writeBytes((try? JSONLineEncoder().encode(WatchEvent(told))) ?? [])
+        } else {
+            context.withEventJSON(event) { buffer.writeBytes($0) }
+        }
+        buffer.writeBytes("}\n".utf8)
     }
 
     // MARK: Presenters

@@ -6,6 +6,6 @@ struct CoordFS: ParsableCommand {
         commandName: "coordfs",
         abstract: "A coordinated view of a directory: every program that uses the mount is coordinated.",
         version: "0.1.0",
-        subcommands: [Mount.self, Unmount.self]
+        subcommands: [Mount.self, Unmount.self, Watch.self, Exec.self, Status.self]
     )
 }

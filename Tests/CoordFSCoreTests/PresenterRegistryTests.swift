@@ -90,10 +90,11 @@ private let fakeTree: @Sendable (Int32, Int32) -> Bool = { pid, root in pid == r
         #expect(registry.ask(.relinquish, path: path("/f"), requester: 1, timeout: .milliseconds(200), completion: box.completion))
         registry.answer(request: try #require(prompt.requests.first).id, presenter: quick.id, ok: true)
         let verdict = try #require(await box.wait())
-        let waited = ContinuousClock.now - started
         #expect(verdict.mayProceed)
         #expect(verdict.timedOut.map(\.id) == [quiet.id])
-        #expect(waited >= .milliseconds(200) && waited < .seconds(3))
+        // The registry's own measure: the test's polling may be slowed by other suites.
+        #expect(verdict.waited >= .milliseconds(200) && verdict.waited < .seconds(1))
+        #expect(ContinuousClock.now - started >= .milliseconds(200))
         try await Task.sleep(for: .milliseconds(50))
         #expect(box.count == 1)
         #expect(registry.presenters().first { $0.info.id == quiet.id }?.timedOut == 1)

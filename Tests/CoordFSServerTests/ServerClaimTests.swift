@@ -129,7 +129,7 @@ import Testing
             let started = ContinuousClock.now
             kill(holderPID, SIGKILL)
             #expect(fixture.eventually(within: .seconds(2)) { holders(fixture).isEmpty })
-            #expect(ContinuousClock.now - started < .milliseconds(500))
+            #expect(ContinuousClock.now - started < .seconds(1))
         }
     }
 

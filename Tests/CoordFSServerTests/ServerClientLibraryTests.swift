@@ -141,13 +141,13 @@ func failure<T>(_ body: () async throws -> T) async -> CoordFSError? {
             let other = try await CoordFSConnection.connect(socketPath: fixture.socketPath)
             defer { holder.close(); other.close() }
             let held = try await holder.claim(writing: ["/x"])
-            let conflict = await failure { try await other.claim(writing: ["/x"], wait: .nonblocking) }
+            let conflict = await failure { try await other.claim(writing: ["/x"], timeout: .zero) }
             #expect(conflict?.code == .conflict)
             #expect(conflict?.description.contains("/x is held") == true)
-            let timeout = await failure { try await other.claim(writing: ["/x"], wait: .upTo(.milliseconds(200))) }
+            let timeout = await failure { try await other.claim(writing: ["/x"], timeout: .milliseconds(200)) }
             #expect(timeout?.code == .timeout)
             try await holder.release(held)
-            let mine = try await other.claim(writing: ["/x"], wait: .nonblocking)
+            let mine = try await other.claim(writing: ["/x"], timeout: .zero)
             #expect(mine.writing == ["/x"])
         }
     }
@@ -158,7 +158,7 @@ func failure<T>(_ body: () async throws -> T) async -> CoordFSError? {
             let other = try await CoordFSConnection.connect(socketPath: fixture.socketPath)
             defer { holder.close(); other.close() }
             _ = try await holder.claim(writing: ["/x"])
-            let waiting = Task { try await other.claim(writing: ["/x"], wait: .upTo(.seconds(60))) }
+            let waiting = Task { try await other.claim(writing: ["/x"], timeout: .seconds(60)) }
             #expect(fixture.eventually { fixture.claims.snapshot().waiters.count == 1 })
             waiting.cancel()
             let outcome = await waiting.result
@@ -239,6 +239,10 @@ func failure<T>(_ body: () async throws -> T) async -> CoordFSError? {
         #expect(file.socket == "/run/coordfs/x.sock" && file.path == "/sub/file")
         let missing = try ControlLocation.locate(directory + "/sub/new.txt")
         #expect(missing.path == "/sub/new.txt")
+        // A long value (deep paths are allowed up to PATH_MAX).
+        let deep = "/sub/" + String(repeating: "x", count: 3000)
+        #expect(shell("setfattr -n user.coordfs.control -v '{\"version\":1,\"socket\":\"/s\",\"path\":\"\(deep)\"}' \(directory)/sub/file") == 0)
+        #expect(try ControlLocation.locate(directory + "/sub/file").path == deep)
         let trailing = try ControlLocation.locate(directory + "/sub/")
         #expect(trailing.path == "/sub")
         let plain = await failure { try ControlLocation.locate(directory) }

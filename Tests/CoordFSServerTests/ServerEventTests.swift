@@ -94,7 +94,7 @@ import Testing
                 }
             }
             #expect(elapsed < .seconds(10))
-            #expect(slowest < .milliseconds(250))
+            #expect(slowest < .seconds(1))  // a blocked writer would wait until the reader read
             #expect(fixture.eventually { fixture.hub.statistics().overflows >= 1 })
             #expect(fixture.hub.subscriptionStatistics().first?.queued ?? .max <= 64)
 

@@ -201,20 +201,62 @@ extension Dictionary where Key == String, Value == Any {
 
 @discardableResult
 func shell(_ command: String) -> Int32 {
-    let status = system(command)
-    return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+    runShell(command, capturing: false).status
 }
 
 /// Runs a shell command and returns its standard output.
 func capture(_ command: String) -> (status: Int32, output: String) {
-    guard let pipe = popen(command, "r") else { return (-1, "") }
-    var output = [UInt8]()
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    while true {
-        let count = fread(&buffer, 1, buffer.count, pipe)
-        if count <= 0 { break }
-        output += buffer[0..<count]
+    runShell(command, capturing: true)
+}
+
+/// `/bin/sh -c command` with an empty signal mask and default signal dispositions. Not
+/// system(3): test threads run with signals blocked, a child would inherit that mask, and
+/// the shell's `wait` then never hears of its children ending.
+private func runShell(_ command: String, capturing: Bool) -> (status: Int32, output: String) {
+    var ends: [Int32] = [-1, -1]
+    if capturing { _ = pipe(&ends) }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    if capturing {
+        posix_spawn_file_actions_adddup2(&actions, ends[1], 1)
+        posix_spawn_file_actions_addclose(&actions, ends[0])
+        posix_spawn_file_actions_addclose(&actions, ends[1])
     }
-    let status = pclose(pipe)
-    return ((status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f), String(decoding: output, as: UTF8.self))
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var empty = sigset_t()
+    sigemptyset(&empty)
+    posix_spawnattr_setsigmask(&attributes, &empty)
+    var all = sigset_t()
+    sigfillset(&all)
+    sigdelset(&all, SIGKILL)
+    sigdelset(&all, SIGSTOP)
+    posix_spawnattr_setsigdefault(&attributes, &all)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    let words: [String] = ["/bin/sh", "-c", command]
+    var argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+    defer { for argument in argv { free(argument) } }
+    var child: pid_t = 0
+    let spawned = posix_spawn(&child, "/bin/sh", &actions, &attributes, &argv, environ)
+    var output: [UInt8] = []
+    if capturing {
+        close(ends[1])
+        if spawned == 0 {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(ends[0], $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { break }
+                output += buffer[0..<count]
+            }
+        }
+        close(ends[0])
+    }
+    guard spawned == 0 else { return (-1, "") }
+    var status: Int32 = 0
+    while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+    let signal = status & 0x7f
+    return (signal == 0 ? (status >> 8) & 0xff : 128 + signal, String(decoding: output, as: UTF8.self))
 }

@@ -1,0 +1,193 @@
+import ArgumentParser
+import CoordFSClient
+import Glibc
+import Synchronization
+
+struct Watch: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print change events of paths in coordfs mounts, as they are committed.",
+        discussion: """
+        One line per event, "PATH KIND" ("FROM moved TO" for moves; directories end in "/"), \
+        like inotifywait -m. KIND is created, changed, deleted, moved or attributes. With --json, \
+        one JSON object per line: the control protocol's event (paths relative to the mount). \
+        When events are lost because they were not read fast enough, a line "PATH overflow N" \
+        says so: rescan. Exit status: 0 after an event or --count events, 2 when --timeout \
+        passed without any, 1 on error.
+        """
+    )
+
+    @Argument(help: "Files or directories inside coordfs mounts.", completion: .file())
+    var paths: [String]
+
+    @Flag(name: [.short, .long], help: "Watch whole subtrees, not only a directory's own entries.")
+    var recursive = false
+
+    @Option(name: [.customShort("e"), .customLong("event")], parsing: .singleValue,
+            help: ArgumentHelp("Only these kinds (repeat, or separate with commas).", valueName: "kinds"))
+    var events: [String] = []
+
+    @Flag(help: "Print JSON lines instead of text.")
+    var json = false
+
+    @Option(help: ArgumentHelp("First replay the events after this sequence number, if the mount still has them.", valueName: "seq"))
+    var since: UInt64?
+
+    @Option(name: [.short, .long], help: ArgumentHelp("Stop after this many seconds.", valueName: "seconds"))
+    var timeout: Double?
+
+    @Option(name: [.customShort("n"), .customLong("count")], help: ArgumentHelp("Stop after this many events.", valueName: "n"))
+    var count: Int?
+
+    /// inotify's names are accepted too, for the fingers that know them.
+    static let kindNames: [String: EventKind] = [
+        "created": .created, "create": .created,
+        "changed": .changed, "change": .changed, "modify": .changed, "close_write": .changed,
+        "deleted": .deleted, "delete": .deleted,
+        "moved": .moved, "move": .moved,
+        "attributes": .attributes, "attrib": .attributes,
+    ]
+
+    var kinds: Set<EventKind>? {
+        get throws {
+            let names = events.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters().lowercased() }
+            guard !names.isEmpty else { return nil }
+            var kinds = Set<EventKind>()
+            for name in names {
+                guard let kind = Self.kindNames[name] else {
+                    throw ValidationError("unknown event kind '\(name)'; use created, changed, deleted, moved or attributes")
+                }
+                kinds.insert(kind)
+            }
+            return kinds
+        }
+    }
+
+    func validate() throws {
+        _ = try kinds
+        if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
+        if let count, count < 1 { throw ValidationError("--count must be at least 1") }
+    }
+
+    func run() throws {
+        let located: [LocatedPath]
+        do {
+            located = try paths.map { path throws(CoordFSError) in try LocatedPath(path) }
+        } catch {
+            throw CleanExit.failure(error.commandLineMessage)
+        }
+        let options = WatchOptions(recursive: recursive, kinds: try kinds, json: json, since: since,
+                                   timeout: timeout, count: count)
+        let outcome: WatchOutcome
+        do {
+            outcome = try runBlocking { try await options.watch(located) }
+        } catch let error as CoordFSError {
+            throw CleanExit.failure(error.commandLineMessage)
+        }
+        switch outcome {
+        case .sawEvents: return
+        case .timedOutQuietly: throw ExitCode(2)
+        }
+    }
+}
+
+enum WatchOutcome: Sendable {
+    case sawEvents
+    case timedOutQuietly
+}
+
+struct WatchOptions: Sendable {
+    var recursive: Bool
+    var kinds: Set<EventKind>?
+    var json: Bool
+    var since: UInt64?
+    var timeout: Double?
+    var count: Int?
+
+    /// One line to print, or the end.
+    private enum Item: Sendable {
+        case line(String)
+        case failed(CoordFSError)
+    }
+
+    func watch(_ located: [LocatedPath]) async throws(CoordFSError) -> WatchOutcome {
+        // One connection per mount; one subscription per path.
+        var connections: [String: CoordFSConnection] = [:]
+        var subscriptions: [(LocatedPath, EventStream)] = []
+        defer { for connection in connections.values { connection.close() } }
+        for path in located {
+            let connection: CoordFSConnection
+            if let existing = connections[path.location.socket] {
+                connection = existing
+            } else {
+                connection = try await CoordFSConnection.connect(socketPath: path.location.socket, client: "coordfs watch")
+                connections[path.location.socket] = connection
+            }
+            let subscription = try await connection.subscribe(path.location.path, recursive: recursive, kinds: kinds, since: since)
+            if subscription.needsResync {
+                printError("\(path.given): events after \(since ?? 0) are no longer kept by the mount; rescan (watching from \(subscription.sequence))")
+            }
+            subscriptions.append((path, subscription))
+        }
+
+        let (lines, sink) = AsyncStream.makeStream(of: Item.self)
+        let json = self.json
+        for (path, subscription) in subscriptions {
+            Task {
+                do {
+                    for try await message in subscription {
+                        sink.yield(.line(Self.format(message, path: path, json: json)))
+                    }
+                    sink.yield(.failed(.closed(reason: "the subscription ended")))
+                } catch let error as CoordFSError {
+                    sink.yield(.failed(error))
+                } catch {
+                    sink.yield(.failed(.closed(reason: "\(error)")))
+                }
+            }
+        }
+        if let timeout {
+            Task {
+                try? await Task.sleep(for: .nanoseconds(Int64(min(timeout, 1e9) * 1e9)))
+                sink.finish()
+            }
+        }
+        var printed = 0
+        for await item in lines {
+            switch item {
+            case .line(let line):
+                emit(line)
+                printed += 1
+                if let count, printed >= count { return .sawEvents }
+            case .failed(let error):
+                throw error
+            }
+        }
+        return printed > 0 ? .sawEvents : .timedOutQuietly
+    }
+
+    static func format(_ message: SubscriptionMessage, path: LocatedPath, json: Bool) -> String {
+        switch message {
+        case .event(let event):
+            if json {
+                return (try? JSONLineEncoder().encode(event)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+            }
+            let suffix = event.directory ? "/" : ""
+            let shown = path.display(event.path) + suffix
+            if event.kind == .moved, let destination = event.destination {
+                return "\(shown) moved \(path.display(destination))\(suffix)"
+            }
+            return "\(shown) \(event.kind)"
+        case .overflow(let overflow):
+            if json {
+                return #"{"overflow":{"dropped":\#(overflow.dropped),"first":\#(overflow.first),"last":\#(overflow.last)}}"#
+            }
+            return "\(path.given) overflow \(overflow.dropped)"
+        }
+    }
+}
+
+extension StringProtocol {
+    func trimmingCharacters() -> String {
+        String(drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
+    }
+}
