@@ -7,15 +7,15 @@ struct ChangeOrigin: Sendable {
     let uid: UInt32
 }
 
-enum PendingChangeKind { case created, changed, deleted, moved, attributes }
-
 extension FileSystem {
     func origin(of request: fuse_req_t) -> ChangeOrigin {
         let context = fuse_req_ctx(request)!.pointee
         return ChangeOrigin(pid: processes.threadGroup(of: context.pid), uid: context.uid)
     }
 
-    /// Reports a change to subscribers (wired to the event hub with the control socket).
-    func publish(_ kind: PendingChangeKind, origin: ChangeOrigin?, path: MountPath?, destination: MountPath? = nil, isDirectory: Bool, size: Int64?) {
+    /// Reports a change to subscribers. Not wired to the event hub yet (issue 4): the size is
+    /// an autoclosure so that until then no operation pays a stat for it.
+    func publish(_ kind: ChangeKind, origin: ChangeOrigin?, path: MountPath?, destination: MountPath? = nil, isDirectory: Bool,
+                 size: @autoclosure () -> Int64?) {
     }
 }
