@@ -27,8 +27,13 @@ public final class FileSystem: Sendable {
     public let processes: ProcessFacts
     /// Pending saves and page-cache readers of open files.
     let activity = ActivityRegistry()
-    /// Runs operations whose claims were granted after a wait, off the thread that released them.
+    /// Runs operations whose claims were granted, or whose presenters answered, after a wait,
+    /// off the thread that let them go on (a releasing worker, the control socket's loop).
     let claimWork = DispatchQueue(label: "coordfs.claim-work", attributes: .concurrent)
+    /// Change events for the control socket's subscribers.
+    public let events: EventHub
+    /// Presenters registered through the control socket, asked before accesses.
+    public let presenters: PresenterRegistry
 
     public init(backing: String, options: MountOptions, logger: Logger) throws(Errno) {
         let root = try Syscall.openAt(AT_FDCWD, backing, Linux.O_PATH | O_DIRECTORY)
@@ -39,6 +44,8 @@ public final class FileSystem: Sendable {
         self.canChangeOwners = geteuid() == 0
         let processes = ProcessFacts()
         self.processes = processes
+        self.events = EventHub()
+        self.presenters = PresenterRegistry(isInTree: { pid, root in processes.isInTree(pid, rootedAt: root) })
         self.claims = ClaimTable(passesThrough: { holder, requester in
             // A process in the tree of an explicit claim's owner passes through that claim.
             guard case .client(_, let root) = holder, case .process(let pid) = requester else { return false }

@@ -37,5 +37,12 @@ public struct MountOptions: Sendable {
     /// Files written in place instead of through a staged temp.
     public var inPlace = InPlacePolicy(patterns: InPlacePolicy.defaultPatterns, largerThan: InPlacePolicy.defaultLargerThan)
 
+    /// How long an access waits for presenters to answer before it goes on without them.
+    /// Presenters answer in milliseconds when they work; a stuck one costs each access this much.
+    public var presenterTimeout: Duration = .seconds(5)
+    /// The control socket's path, told to clients through the `user.coordfs.control` attribute
+    /// of every item; nil when the mount serves no socket (the attribute is then absent).
+    public var controlSocket: String?
+
     public init() {}
 }

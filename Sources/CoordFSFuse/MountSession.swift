@@ -15,7 +15,8 @@ public struct MountFailure: Error, CustomStringConvertible {
 public final class MountSession {
     public let backing: String
     public let mountpoint: String
-    private let fileSystem: FileSystem
+    /// The mount's shared state; the control socket serves its events, presenters and claims.
+    public let fileSystem: FileSystem
     private let logger: Logger
     /// The operations table must outlive the session; libfuse keeps a copy, we keep ours.
     private var operations: fuse_lowlevel_ops

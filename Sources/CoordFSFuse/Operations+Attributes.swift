@@ -106,8 +106,13 @@ extension FileSystem {
         let wanted = StatCopy(value: wanted.pointee)
         let path = nodes.path(of: node)
         let pending = PendingRequest(raw: request)
-        withClaims(request, { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, .write)] } ?? [] }) { [self] grant in
-            defer { if let grant { claims.release(grant) } }
+        // A writer changing its own file (the truncate of an O_TRUNC open, ftruncate) asked the
+        // presenters when it opened; asking again would make it wait for a silent one twice.
+        let asks = { [self] () -> [PresenterAsk] in
+            if handle?.isWriter == true || activity.save(of: node)?.owner == owner(of: request) { return [] }
+            return [PresenterAsk(.relinquish, path)]
+        }
+        coordinated(request, asking: asks(), claims: { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, .write)] } ?? [] }) { [self] in
             do throws(Errno) {
                 let origin = origin(of: pending.raw)
                 var save = handle?.save

@@ -1,7 +1,8 @@
 import CFuse
 import CoordFSCore
 
-/// Who caused a change, read from a request before it is answered (after that the request is gone).
+/// Who caused a change, read from a request before it is answered (after that the request is
+/// gone). Handles keep the one of their open, for changes that land at a later release.
 struct ChangeOrigin: Sendable {
     let pid: Int32
     let uid: UInt32
@@ -13,9 +14,23 @@ extension FileSystem {
         return ChangeOrigin(pid: processes.threadGroup(of: context.pid), uid: context.uid)
     }
 
-    /// Reports a change to subscribers. Not wired to the event hub yet (issue 4): the size is
-    /// an autoclosure so that until then no operation pays a stat for it.
-    func publish(_ kind: ChangeKind, origin: ChangeOrigin?, path: MountPath?, destination: MountPath? = nil, isDirectory: Bool,
+    /// Reports a finished change: an event for subscribers, and the matching after-the-fact
+    /// notice for presenters (not for the process tree that made the change). Call it once the
+    /// change is in the backing and before the reply, so that a subscriber that sees the event
+    /// and looks finds the change, and events keep the order in which the claims let the
+    /// changes happen. `size` is only evaluated for files.
+    func publish(_ kind: ChangeKind, origin: ChangeOrigin, path: MountPath?, destination: MountPath? = nil, isDirectory: Bool,
                  size: @autoclosure () -> Int64?) {
+        guard let path else { return } // reachable only through a descriptor: it has no name to report
+        let name = processes.name(of: origin.pid) ?? ""
+        events.publish(kind, path: path, destination: destination, isDirectory: isDirectory,
+                       origin: EventOrigin(pid: origin.pid, uid: origin.uid, processName: name),
+                       size: isDirectory ? nil : size())
+        guard !presenters.isEmpty else { return }
+        switch kind {
+        case .created, .changed, .attributes: presenters.notify(.didChange, path: path, origin: origin.pid)
+        case .deleted: presenters.notify(.didDelete, path: path, origin: origin.pid)
+        case .moved: presenters.notify(.didMove, path: path, destination: destination, origin: origin.pid)
+        }
     }
 }

@@ -8,11 +8,30 @@ import SystemPackage
 // Symlinks: that path would follow the link, and Linux allows no user xattrs on symlinks;
 // they report no attributes and refuse new ones, as the bare disk does for user.*.
 
+// Every item also answers `user.coordfs.control` (not listed, not settable): the mount's
+// control socket and the item's path inside the mount, which is how clients find the socket
+// from nothing but a path (Docs/PROTOCOL.md, "Finding the socket").
+
+/// The name of the attribute that locates the control socket.
+let controlAttributeName = "user.coordfs.control"
+
 extension FileSystem {
     func getxattr(_ request: fuse_req_t, _ id: fuse_ino_t, _ name: UnsafePointer<CChar>, _ size: Int) {
         do throws(Errno) {
             let node = try node(id)
             if node.isSymlink { throw Errno.noData }
+            if let location = try controlLocation(of: node, asked: name) {
+                if size == 0 {
+                    fuse_reply_xattr(request, location.count)
+                } else if size < location.count {
+                    throw Errno.outOfRange
+                } else {
+                    location.withUnsafeBufferPointer { bytes in
+                        _ = bytes.withMemoryRebound(to: CChar.self) { fuse_reply_buf(request, $0.baseAddress, $0.count) }
+                    }
+                }
+                return
+            }
             if size == 0 {
                 let needed = try withProcessPath(of: node) { (path) throws(Errno) -> Int in
                     try Syscall.getExtendedAttribute(path, name, into: UnsafeMutableRawBufferPointer(start: nil, count: 0), followLinks: true)
@@ -58,6 +77,7 @@ extension FileSystem {
 
     func setxattr(_ request: fuse_req_t, _ id: fuse_ino_t, _ name: UnsafePointer<CChar>, _ value: UnsafePointer<CChar>?, _ size: Int, _ flags: Int32) {
         let attribute = String(cString: name)
+        if attribute == controlAttributeName { return reply(request, error: .notPermitted) }
         let bytes = Array(UnsafeRawBufferPointer(start: value, count: size))
         changeExtendedAttributes(request, id) { [self] (node, owner) throws(Errno) in
             if node.isSymlink { throw Errno.notPermitted }
@@ -71,6 +91,7 @@ extension FileSystem {
 
     func removexattr(_ request: fuse_req_t, _ id: fuse_ino_t, _ name: UnsafePointer<CChar>) {
         let attribute = String(cString: name)
+        if attribute == controlAttributeName { return reply(request, error: .notPermitted) }
         changeExtendedAttributes(request, id) { [self] (node, owner) throws(Errno) in
             if node.isSymlink { throw Errno.noData }
             try withAttributePath(of: node, owner: owner) { (path) throws(Errno) in
@@ -85,8 +106,7 @@ extension FileSystem {
         do throws(Errno) { node = try self.node(id) } catch { return reply(request, error: error) }
         let path = nodes.path(of: node)
         let pending = PendingRequest(raw: request)
-        withClaims(request, { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, .write)] } ?? [] }) { [self] grant in
-            defer { if let grant { claims.release(grant) } }
+        coordinated(request, asking: [PresenterAsk(.relinquish, path)], claims: { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, .write)] } ?? [] }) { [self] in
             do throws(Errno) {
                 try change(node, owner(of: pending.raw))
                 publish(.attributes, origin: origin(of: pending.raw), path: path, isDirectory: node.isDirectory, size: nil)
@@ -107,5 +127,39 @@ extension FileSystem {
             }
         }
         return try withProcessPath(of: node, body)
+    }
+}
+
+extension FileSystem {
+    /// The value of `user.coordfs.control` for `node` when that is the attribute asked for
+    /// and the mount serves a socket: `{"version":1,"socket":"…","path":"/…"}`, as UTF-8.
+    /// An item that has no name any more (unlinked) is ENOENT, as a path to it would be.
+    fileprivate func controlLocation(of node: Node, asked name: UnsafePointer<CChar>) throws(Errno) -> [UInt8]? {
+        guard let socket = options.controlSocket, strcmp(name, controlAttributeName) == 0 else { return nil }
+        guard let path = nodes.path(of: node) else { throw .noSuchFileOrDirectory }
+        var json = Array(#"{"version":1,"socket":"#.utf8)
+        Self.appendJSONString(socket, to: &json)
+        json += Array(#","path":"#.utf8)
+        Self.appendJSONString(path.description, to: &json)
+        json.append(UInt8(ascii: "}"))
+        return json
+    }
+
+    /// Appends `text` as a JSON string literal: quotes, backslashes and control characters
+    /// escaped, everything else (including non-ASCII UTF-8) as it is.
+    private static func appendJSONString(_ text: String, to json: inout [UInt8]) {
+        let hex = Array("0123456789abcdef".utf8)
+        json.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                json += [UInt8(ascii: "\\"), byte]
+            case 0..<0x20:
+                json += Array("\\u00".utf8) + [hex[Int(byte >> 4)], hex[Int(byte & 0xf)]]
+            default:
+                json.append(byte)
+            }
+        }
+        json.append(UInt8(ascii: "\""))
     }
 }

@@ -23,10 +23,16 @@ final class OpenFile: KernelHandle, Sendable {
     let wroteInPlace = Atomic<Bool>(false)
     /// The owner, for a reader of the committed version counted among the page-cache readers.
     let cachedReader: ClaimOwner?
+    /// Who opened it: the origin of changes that land at its release.
+    let origin: ChangeOrigin
+    /// Presenters that stepped aside for this open, told to reacquire at its release.
+    let consent: PresenterConsent
 
     init(node: Node, own: SharedDescriptor?, save: Save?, isWriter: Bool, appends: Bool, usesPageCache: Bool, grant: ClaimGrant?,
-         cachedReader: ClaimOwner? = nil) {
+         origin: ChangeOrigin, consent: PresenterConsent = .nobodyAsked, cachedReader: ClaimOwner? = nil) {
         self.cachedReader = cachedReader
+        self.origin = origin
+        self.consent = consent
         self.node = node
         self.own = own
         self.save = save
@@ -96,38 +102,42 @@ extension FileSystem {
         guard node.isRegularFile, let path = nodes.path(of: node) else {
             // Special files, and files reachable only through an open descriptor: no one else can
             // name them, so there is nothing to coordinate.
-            return openInPlace(pending, node, copy, grant: nil)
+            return openInPlace(pending, node, copy, grant: nil, consent: .nobodyAsked)
         }
         let nonblocking = flags & O_NONBLOCK != 0
         if opensForChange(flags) {
             let inPlace = writesInPlace(node, path: path)
-            withClaims(request, { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, .write)] } ?? [] }, nonblocking: nonblocking) { [self] grant in
-                if inPlace {
-                    // In-place files take their claim for the open only, as for each operation.
-                    if let grant { claims.release(grant) }
-                    openInPlace(pending, node, copy, grant: nil)
-                } else {
-                    openForSave(pending, node, copy, grant: grant)
+            consultPresenters(request, [PresenterAsk(.relinquish, path)]) { [self] consent in
+                withClaims(pending.raw, { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, .write)] } ?? [] }, nonblocking: nonblocking) { [self] grant in
+                    if inPlace {
+                        // In-place files take their claim for the open only, as for each operation.
+                        if let grant { claims.release(grant) }
+                        openInPlace(pending, node, copy, grant: nil, consent: consent)
+                    } else {
+                        openForSave(pending, node, copy, grant: grant, consent: consent)
+                    }
                 }
             }
         } else {
             let mode: ClaimMode = options.strictReads ? .read : .snapshotRead
-            withClaims(request, { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, mode)] } ?? [] }, nonblocking: nonblocking) { [self] grant in
-                var held = grant
-                if !options.strictReads, let grant { claims.release(grant); held = nil }
-                openForReading(pending, node, copy, grant: held)
+            consultPresenters(request, [PresenterAsk(.save, path)]) { [self] _ in
+                withClaims(pending.raw, { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, mode)] } ?? [] }, nonblocking: nonblocking) { [self] grant in
+                    var held = grant
+                    if !options.strictReads, let grant { claims.release(grant); held = nil }
+                    openForReading(pending, node, copy, grant: held)
+                }
             }
         }
     }
 
     /// Opens the backing object itself: reads and writes go straight to it.
-    private func openInPlace(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?) {
+    private func openInPlace(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?, consent: PresenterConsent) {
         let flags = copy.info.flags
-        replyOpen(request, copy, grant: grant) { () throws(Errno) -> OpenFile in
+        replyOpen(request, copy, grant: grant, consent: consent) { () throws(Errno) -> OpenFile in
             let descriptor = try reopen(node, flags: backingFlags(flags))
             if flags & O_TRUNC != 0 { try clearSetIDBitsOnTruncatingOpen(request.raw, descriptor.raw) }
             return OpenFile(node: node, own: SharedDescriptor(descriptor), save: nil, isWriter: opensForChange(flags),
-                            appends: false, usesPageCache: true, grant: grant)
+                            appends: false, usesPageCache: true, grant: grant, origin: origin(of: request.raw), consent: consent)
         }
     }
 
@@ -136,24 +146,27 @@ extension FileSystem {
     private func openForReading(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?) {
         let flags = copy.info.flags
         let reader = owner(of: request.raw)
-        replyOpen(request, copy, grant: grant) { () throws(Errno) -> OpenFile in
+        let origin = origin(of: request.raw)
+        replyOpen(request, copy, grant: grant, consent: .nobodyAsked) { () throws(Errno) -> OpenFile in
             if let save = activity.save(of: node) {
                 if save.owner == reader, !save.hasFailed {
-                    return OpenFile(node: node, own: nil, save: save, isWriter: false, appends: false, usesPageCache: false, grant: grant)
+                    return OpenFile(node: node, own: nil, save: save, isWriter: false, appends: false, usesPageCache: false,
+                                    grant: grant, origin: origin)
                 }
                 if !save.target.exists { throw .noSuchFileOrDirectory } // created, not committed yet
             }
             let descriptor = try reopen(node, flags: backingFlags(flags))
             let cached = activity.openReader(of: node, owner: reader)
             return OpenFile(node: node, own: SharedDescriptor(descriptor), save: nil, isWriter: false, appends: false,
-                            usesPageCache: cached, grant: grant, cachedReader: cached ? reader : nil)
+                            usesPageCache: cached, grant: grant, origin: origin, cachedReader: cached ? reader : nil)
         }
     }
 
     /// Opens for writing through the owner's save of the file, starting one if needed.
-    private func openForSave(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?) {
+    private func openForSave(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?, consent: PresenterConsent) {
         let flags = copy.info.flags
-        replyOpen(request, copy, grant: grant) { () throws(Errno) -> OpenFile in
+        let origin = origin(of: request.raw)
+        replyOpen(request, copy, grant: grant, consent: consent) { () throws(Errno) -> OpenFile in
             let save = try saveForWriting(node, owner: owner(of: request.raw))
             if flags & O_TRUNC != 0 {
                 let dropsSetID = canChangeOwners && fuse_req_ctx(request.raw)!.pointee.uid != 0
@@ -163,12 +176,12 @@ extension FileSystem {
                         if dropsSetID { try clearSetIDBits(descriptor) }
                     }
                 } catch {
-                    endWriter(of: save)
+                    endWriter(of: save, origin: origin)
                     throw error
                 }
             }
             return OpenFile(node: node, own: nil, save: save, isWriter: true, appends: flags & O_APPEND != 0,
-                            usesPageCache: false, grant: grant)
+                            usesPageCache: false, grant: grant, origin: origin, consent: consent)
         }
     }
 
@@ -181,8 +194,10 @@ extension FileSystem {
     }
 
     /// Builds the handle with `make` and sends the open reply; when that fails, the claim
-    /// taken for the open goes and the error is the reply.
-    private func replyOpen(_ request: PendingRequest, _ copy: FileInfoCopy, grant: ClaimGrant?, _ make: () throws(Errno) -> OpenFile) {
+    /// taken for the open goes, the presenters that stepped aside are told so, and the error
+    /// is the reply.
+    private func replyOpen(_ request: PendingRequest, _ copy: FileInfoCopy, grant: ClaimGrant?, consent: PresenterConsent,
+                           _ make: () throws(Errno) -> OpenFile) {
         var info = copy.info
         do throws(Errno) {
             let handle = try make()
@@ -191,6 +206,7 @@ extension FileSystem {
             if fuse_reply_open(request.raw, &info) != 0, let handle = OpenFile.take(&info) { releaseHandle(handle) }
         } catch {
             if let grant { claims.release(grant) }
+            reacquire(consent)
             reply(request.raw, error: error)
         }
     }
@@ -236,26 +252,31 @@ extension FileSystem {
         let pending = PendingRequest(raw: request)
         guard let path = nodes.path(of: parent)?.appending(nameString) else { return reply(request, error: .noSuchFileOrDirectory) }
         let inPlace = writesInPlace(nil, path: path)
-        withClaims(request, { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(nameString), .write)] } ?? [] }, nonblocking: copy.info.flags & O_NONBLOCK != 0) { [self] grant in
-            if inPlace {
-                if let grant { claims.release(grant) }
-                createInPlace(pending, parent, nameString, mode, copy)
-            } else {
-                createStaged(pending, parent, nameString, mode, copy, grant: grant)
+        consultPresenters(request, [PresenterAsk(.relinquish, path)]) { [self] consent in
+            withClaims(pending.raw, { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(nameString), .write)] } ?? [] },
+                       nonblocking: copy.info.flags & O_NONBLOCK != 0) { [self] grant in
+                if inPlace {
+                    if let grant { claims.release(grant) }
+                    createInPlace(pending, parent, nameString, mode, copy, consent: consent)
+                } else {
+                    createStaged(pending, parent, nameString, mode, copy, grant: grant, consent: consent)
+                }
             }
         }
     }
 
     /// Creates the file itself in the backing (in-place files).
-    private func createInPlace(_ request: PendingRequest, _ parent: Node, _ name: String, _ mode: mode_t, _ copy: FileInfoCopy) {
+    private func createInPlace(_ request: PendingRequest, _ parent: Node, _ name: String, _ mode: mode_t, _ copy: FileInfoCopy,
+                               consent: PresenterConsent) {
         var info = copy.info
+        let origin = origin(of: request.raw)
         do throws(Errno) {
             let descriptor = try createExclusively(parent, name, flags: backingFlags(info.flags), mode: mode)
             try giveToCaller(request.raw, parent: parent, name: name, descriptor: descriptor.raw, mode: mode)
             var entry = try lookUp(parent, name)
-            publish(.created, origin: origin(of: request.raw), path: nodes.path(of: parent)?.appending(name), isDirectory: false, size: 0)
+            publish(.created, origin: origin, path: nodes.path(of: parent)?.appending(name), isDirectory: false, size: 0)
             let handle = OpenFile(node: try node(entry.ino), own: SharedDescriptor(descriptor), save: nil, isWriter: true,
-                                  appends: false, usesPageCache: true, grant: nil)
+                                  appends: false, usesPageCache: true, grant: nil, origin: origin, consent: consent)
             configureCaching(&info, handle)
             handle.attach(to: &info)
             if fuse_reply_create(request.raw, &entry, &info) != 0 {
@@ -263,6 +284,7 @@ extension FileSystem {
                 forget(entry.ino, 1)
             }
         } catch {
+            reacquire(consent)
             reply(request.raw, error: error)
         }
     }
@@ -270,9 +292,11 @@ extension FileSystem {
     /// Creates the file as a staged temp that only its creator sees until the first commit
     /// renames it into place (the node stands for the temp from the start, so it keeps its
     /// identity through that rename).
-    private func createStaged(_ request: PendingRequest, _ parent: Node, _ name: String, _ mode: mode_t, _ copy: FileInfoCopy, grant: ClaimGrant?) {
+    private func createStaged(_ request: PendingRequest, _ parent: Node, _ name: String, _ mode: mode_t, _ copy: FileInfoCopy,
+                              grant: ClaimGrant?, consent: PresenterConsent) {
         var info = copy.info
         let owner = owner(of: request.raw)
+        let origin = origin(of: request.raw)
         do throws(Errno) {
             if let existing = activity.pendingSave(PendingName(directory: parent.id, name: name)) {
                 // Our own pending file, which the kernel forgot: O_EXCL still means it exists.
@@ -296,7 +320,7 @@ extension FileSystem {
             // must ask for attributes each time (getattr and open answer others ENOENT).
             entry.attr_timeout = 0
             let handle = OpenFile(node: node, own: nil, save: save, isWriter: true, appends: info.flags & O_APPEND != 0,
-                                  usesPageCache: false, grant: grant)
+                                  usesPageCache: false, grant: grant, origin: origin, consent: consent)
             configureCaching(&info, handle)
             handle.attach(to: &info)
             if fuse_reply_create(request.raw, &entry, &info) != 0 {
@@ -305,6 +329,7 @@ extension FileSystem {
             }
         } catch {
             if let grant { claims.release(grant) }
+            reacquire(consent)
             reply(request.raw, error: error)
         }
     }
@@ -436,7 +461,7 @@ extension FileSystem {
     }
 
     /// Commits a save's changes and tells the kernel and subscribers.
-    func commit(_ save: Save, origin: ChangeOrigin?, onlyWithoutWriters: Bool = false) throws(Errno) {
+    func commit(_ save: Save, origin: ChangeOrigin, onlyWithoutWriters: Bool = false) throws(Errno) {
         let processDescriptors = self.processDescriptors.raw
         guard let report = try save.commit(durability: options.durability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters, reopenAsPath: { (descriptor) throws(Errno) -> OwnedDescriptor in
             try withDescriptorPath(descriptor, prefix: "") { (name) throws(Errno) -> OwnedDescriptor in
@@ -459,7 +484,7 @@ extension FileSystem {
     /// the save; claims go only after that, so the next writer sees the commit.
     func releaseHandle(_ handle: OpenFile) {
         if let save = handle.save, handle.isWriter {
-            endWriter(of: save)
+            endWriter(of: save, origin: handle.origin)
         } else if let reader = handle.cachedReader {
             if activity.closeReader(of: handle.node, owner: reader) {
                 let node = handle.node
@@ -467,17 +492,19 @@ extension FileSystem {
             }
         }
         if handle.wroteInPlace.load(ordering: .relaxed) {
-            publish(.changed, origin: nil, path: nodes.path(of: handle.node), isDirectory: false,
+            publish(.changed, origin: handle.origin, path: nodes.path(of: handle.node), isDirectory: false,
                     size: (try? attributes(of: handle.node).st_size).map(Int64.init))
         }
         if let grant = handle.grant { claims.release(grant) }
+        reacquire(handle.consent)
     }
 
     /// One writer of a save is done; the last one commits what is left and ends the save.
-    func endWriter(of save: Save) {
+    /// `origin`: who opened the writer's handle, as the commit's origin.
+    func endWriter(of save: Save, origin: ChangeOrigin) {
         guard save.removeWriter() else { return }
         do throws(Errno) {
-            try commit(save, origin: nil, onlyWithoutWriters: true)
+            try commit(save, origin: origin, onlyWithoutWriters: true)
         } catch {
             logger.error("commit failed; the committed file is unchanged", metadata: ["path": "\(nodes.path(of: save.node)?.description ?? "?")", "error": "\(error)"])
         }

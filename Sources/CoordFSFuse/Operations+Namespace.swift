@@ -19,8 +19,7 @@ extension FileSystem {
         let nameString = String(cString: name)
         let path = nodes.path(of: parent)?.appending(nameString)
         let pending = PendingRequest(raw: request)
-        withClaims(request, { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(nameString), .write)] } ?? [] }) { [self] grant in
-            defer { if let grant { claims.release(grant) } }
+        coordinated(request, asking: [PresenterAsk(.relinquish, path)], claims: { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(nameString), .write)] } ?? [] }) { [self] in
             do throws(Errno) {
                 if activity.pendingSave(PendingName(directory: parent.id, name: nameString)) != nil { throw .fileExists }
                 try make(parent, nameString)
@@ -75,8 +74,7 @@ extension FileSystem {
         let nameString = String(cString: name)
         let path = nodes.path(of: parent)?.appending(nameString)
         let pending = PendingRequest(raw: request)
-        withClaims(request, { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(nameString), .write)] } ?? [] }) { [self] grant in
-            defer { if let grant { claims.release(grant) } }
+        coordinated(request, asking: [PresenterAsk(.accommodateDeletion, path), PresenterAsk(.relinquish, path)], claims: { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(nameString), .write)] } ?? [] }) { [self] in
             do throws(Errno) {
                 let origin = origin(of: pending.raw)
                 var removedPending = false
@@ -122,11 +120,10 @@ extension FileSystem {
         let sourcePath = nodes.path(of: source)?.appending(sourceName)
         let destinationPath = nodes.path(of: destination)?.appending(destinationName)
         let pending = PendingRequest(raw: request)
-        withClaims(request, { [nodes] in
+        coordinated(request, asking: renameAsks(destination, destinationName, at: destinationPath, from: sourcePath, flags: flags), claims: { [nodes] in
             [nodes.path(of: source)?.appending(sourceName), nodes.path(of: destination)?.appending(destinationName)]
                 .compactMap { $0.map { ClaimRequest($0, .write) } }
-        }) { [self] grant in
-            defer { if let grant { claims.release(grant) } }
+        }) { [self] in
             do throws(Errno) {
                 let origin = origin(of: pending.raw)
                 if let save = activity.pendingSave(PendingName(directory: source.id, name: sourceName)),
@@ -164,6 +161,19 @@ extension FileSystem {
                 reply(pending.raw, error: error)
             }
         }
+    }
+
+    /// What a rename asks: both sides step aside; a destination it would replace must be
+    /// accommodated as a deletion first (an exchange deletes nothing).
+    private func renameAsks(_ directory: Node, _ name: String, at destination: MountPath?, from source: MountPath?, flags: UInt32) -> [PresenterAsk] {
+        var asks: [PresenterAsk] = []
+        if flags & (Linux.RENAME_EXCHANGE | Linux.RENAME_NOREPLACE) == 0, presenters.hasPresenters(answering: .accommodateDeletion),
+           (try? Syscall.stat(at: directory.directory, name)) != nil {
+            asks.append(PresenterAsk(.accommodateDeletion, destination))
+        }
+        asks.append(PresenterAsk(.relinquish, source))
+        if destination != source { asks.append(PresenterAsk(.relinquish, destination)) }
+        return asks
     }
 
     /// The owner renames a file it created and has not closed: nothing exists in the backing

@@ -205,6 +205,7 @@ final class Save: Sendable {
     /// directory's modification time back: saving a file does not change its directory on a
     /// plain disk (rsync, make and backups look at it). A change by someone else inside the
     /// step's few microseconds would lose its time update; the change itself stays.
+    @discardableResult
     private static func keepingTimes<R: ~Copyable, E: Error>(of directory: Int32, _ step: () throws(E) -> R) throws(E) -> R {
         let before = try? Syscall.statOfPathDescriptor(directory)
         let result = try step()

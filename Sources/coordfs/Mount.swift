@@ -1,6 +1,7 @@
 import ArgumentParser
 import CoordFSCore
 import CoordFSFuse
+import CoordFSServer
 import Glibc
 import Logging
 
@@ -69,6 +70,15 @@ struct Mount: ParsableCommand {
     @Option(help: ArgumentHelp("Files larger than this many MiB are written in place (0: no limit; default 1024).", valueName: "MiB"))
     var inPlaceLargerThan: Int64 = 1024
 
+    @Option(help: ArgumentHelp("Seconds an access waits for presenters to answer before it goes on without them (default 5).", valueName: "seconds"))
+    var presenterTimeout: Double = 5
+
+    @Option(help: ArgumentHelp("Where the control socket goes (default: a name in /run/coordfs, or the user's runtime directory). Clients find it from the mount.", valueName: "path"), completion: .file())
+    var socket: String?
+
+    @Option(help: ArgumentHelp("Permissions of the control socket, in octal (default 600: only the mounting user; 666 lets every user connect, each seeing only what it could read).", valueName: "mode"))
+    var socketMode: String = "600"
+
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level"))
     var logLevel: Logger.Level = .notice
 
@@ -79,6 +89,24 @@ struct Mount: ParsableCommand {
         guard attrTimeout >= 0, entryTimeout >= 0 else { throw ValidationError("timeouts cannot be negative") }
         guard threads >= 1 else { throw ValidationError("--threads must be at least 1") }
         if let maxNodes, maxNodes < 64 { throw ValidationError("--max-nodes must be at least 64") }
+        guard claimTimeout > 0 else { throw ValidationError("--claim-timeout must be more than 0") }
+        guard presenterTimeout > 0 else { throw ValidationError("--presenter-timeout must be more than 0") }
+        guard socketPermissions != nil else { throw ValidationError("--socket-mode must be an octal mode such as 600 or 666") }
+    }
+
+    /// `--socket-mode` as permission bits, nil when it is not an octal number up to 777.
+    var socketPermissions: mode_t? {
+        guard let mode = mode_t(socketMode, radix: 8), mode <= 0o777, mode & 0o600 == 0o600 else { return nil }
+        return mode
+    }
+
+    /// The socket's path: as given (made absolute), or the default for this mountpoint.
+    func socketPath(mountpoint: String) -> String {
+        guard let socket else { return ControlSocket.defaultPath(forMountpoint: mountpoint, shared: socketPermissions! & 0o077 != 0) }
+        if socket.hasPrefix("/") { return socket }
+        var directory = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        guard getcwd(&directory, directory.count) != nil else { return socket }
+        return String(cString: directory) + "/" + socket
     }
 
     var mountOptions: MountOptions {
@@ -93,6 +121,7 @@ struct Mount: ParsableCommand {
         options.maxIdleThreads = min(threads, 8)
         options.maxNodes = maxNodes
         options.claimTimeout = .milliseconds(Int64(claimTimeout * 1000))
+        options.presenterTimeout = .milliseconds(Int64(presenterTimeout * 1000))
         options.strictReads = strictReads
         options.durability = durability
         options.inPlace = InPlacePolicy(patterns: (noDefaultInPlace ? [] : InPlacePolicy.defaultPatterns) + inPlacePatterns,
@@ -124,11 +153,23 @@ struct Mount: ParsableCommand {
             // Only the ready pipe is ours to keep; it is descriptor 3 (see Daemon.start).
             Syscall.closeDescriptors(from: readyDescriptor + 1)
         }
+        let socketPath = socketPath(mountpoint: paths.mountpoint)
+        var options = mountOptions
+        options.controlSocket = socketPath
         let session: MountSession
+        let server: ControlServer
         do {
-            session = try MountSession(backing: paths.backing, mountpoint: paths.mountpoint, options: mountOptions, logger: logger)
+            session = try MountSession(backing: paths.backing, mountpoint: paths.mountpoint, options: options, logger: logger)
+            // Listening before the mount appears: a client that finds the mount finds the socket.
+            server = try startControlServer(socketPath, session.fileSystem, logger: logger)
+        } catch {
+            printError("\(error)")
+            return .failure
+        }
+        do {
             try session.mount()
         } catch {
+            server.stop()
             printError(error.description)
             return .failure
         }
@@ -137,7 +178,19 @@ struct Mount: ParsableCommand {
             _ = "ready\n".withCString { write(readyDescriptor, $0, 6) }
             close(readyDescriptor)
         }
-        return ExitCode(session.serve())
+        let status = session.serve()
+        server.stop()
+        return ExitCode(status)
+    }
+
+    /// Serves the mount's events, presenters and claims on its control socket.
+    private func startControlServer(_ socketPath: String, _ fileSystem: FileSystem, logger: Logger) throws(ControlSocketError) -> ControlServer {
+        var serverOptions = ControlServer.Options()
+        serverOptions.defaultClaimWait = .milliseconds(Int64(claimTimeout * 1000))
+        return try ControlServer.start(socketPath: socketPath, mode: socketPermissions!, hub: fileSystem.events,
+                                       presenters: fileSystem.presenters, claims: fileSystem.claims,
+                                       access: BackingPathAccess(rootDescriptor: fileSystem.nodes.root.directory),
+                                       logger: logger, options: serverOptions)
     }
 }
 

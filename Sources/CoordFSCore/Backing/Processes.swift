@@ -7,43 +7,25 @@ import SystemPackage
 /// processes, FUSE names threads), whether a process descends from another (explicit claims
 /// cover a process tree), and a process's name (for logs and events).
 public final class ProcessFacts: Sendable {
-    private struct CachedGroup {
-        let group: Int32
-        let validUntil: ContinuousClock.Instant
-    }
-
-    /// Guards the thread id → thread-group id cache. Entries expire quickly because the kernel
-    /// reuses ids; the map is bounded, and when it is full the expired entries go (or, if none
-    /// have expired, all of them: the next lookups just read /proc again).
-    private let groups = Mutex<[Int32: CachedGroup]>([:])
-    private let validity: Duration
-    private let capacity: Int
+    /// Thread id → thread-group id. Entries expire quickly because the kernel reuses ids.
+    private let groups: ExpiringCache<Int32>
+    /// Process id → name. Kept briefly (a name changes at exec): long enough that a burst of
+    /// events from one process reads /proc once.
+    private let names: ExpiringCache<String>
 
     public convenience init() {
         self.init(validity: .seconds(1), capacity: 4096)
     }
 
     init(validity: Duration, capacity: Int) {
-        self.validity = validity
-        self.capacity = capacity
+        self.groups = ExpiringCache(validity: validity, capacity: capacity)
+        self.names = ExpiringCache(validity: min(validity, .milliseconds(100)), capacity: capacity)
     }
 
     /// Thread-group id (the process id) of a thread id, as FUSE reports callers. Falls back to
     /// the id itself when /proc has no entry for it (the thread is gone).
     public func threadGroup(of threadID: Int32) -> Int32 {
-        let now = ContinuousClock.now
-        if let cached = groups.withLock({ $0[threadID] }), cached.validUntil > now {
-            return cached.group
-        }
-        guard let group = Self.statusField(of: threadID, "Tgid") else { return threadID }
-        groups.withLock { cache in
-            if cache.count >= capacity {
-                cache = cache.filter { $0.value.validUntil > now }
-                if cache.count >= capacity { cache.removeAll(keepingCapacity: true) }
-            }
-            cache[threadID] = CachedGroup(group: group, validUntil: now + validity)
-        }
-        return group
+        groups.value(for: threadID) { Self.statusField(of: threadID, "Tgid") } ?? threadID
     }
 
     /// True when `pid` is `ancestor` or descends from it, following parent ids up /proc.
@@ -81,10 +63,12 @@ public final class ProcessFacts: Sendable {
 
     /// The process's name (`comm`, at most 15 bytes), nil when it is gone.
     public func name(of pid: Int32) -> String? {
-        Self.readProcFile(pid, "comm", capacity: 64) { bytes in
-            var text = Substring(decoding: bytes, as: UTF8.self)
-            while text.last == "\n" { text.removeLast() }
-            return String(text)
+        names.value(for: pid) {
+            Self.readProcFile(pid, "comm", capacity: 64) { bytes in
+                var text = Substring(decoding: bytes, as: UTF8.self)
+                while text.last == "\n" { text.removeLast() }
+                return String(text)
+            }
         }
     }
 
@@ -164,5 +148,41 @@ public final class ProcessFacts: Sendable {
         let leafBytes = UnsafeBufferPointer(start: leaf.utf8Start, count: leaf.utf8CodeUnitCount)
         for byte in leafBytes where !put(byte) { return false }
         return put(0)
+    }
+}
+
+/// A small map from process or thread ids to what /proc said about them, each entry trusted
+/// for `validity` (ids are reused). Bounded: when full, expired entries go, and if none has
+/// expired, all of them (the next lookups just read /proc again).
+///
+/// Sendable: the map is behind its own lock, held only to look up or store.
+private final class ExpiringCache<Value: Sendable>: Sendable {
+    private struct Entry {
+        let value: Value
+        let validUntil: ContinuousClock.Instant
+    }
+
+    private let entries = Mutex<[Int32: Entry]>([:])
+    private let validity: Duration
+    private let capacity: Int
+
+    init(validity: Duration, capacity: Int) {
+        self.validity = validity
+        self.capacity = capacity
+    }
+
+    /// The cached value for `id`, or what `read` finds (cached unless nil); `read` runs unlocked.
+    func value(for id: Int32, read: () -> Value?) -> Value? {
+        let now = ContinuousClock.now
+        if let cached = entries.withLock({ $0[id] }), cached.validUntil > now { return cached.value }
+        guard let fresh = read() else { return nil }
+        entries.withLock { cache in
+            if cache.count >= capacity {
+                cache = cache.filter { $0.value.validUntil > now }
+                if cache.count >= capacity { cache.removeAll(keepingCapacity: true) }
+            }
+            cache[id] = Entry(value: fresh, validUntil: now + validity)
+        }
+        return fresh
     }
 }

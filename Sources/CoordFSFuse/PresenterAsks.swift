@@ -1,0 +1,101 @@
+import CFuse
+import CoordFSCore
+import SystemPackage
+
+/// One question an access puts to the presenters before it goes on.
+struct PresenterAsk {
+    let kind: PresenterRequestKind
+    /// Nil for an item that has no name (reachable only through a descriptor): nobody presents it.
+    let path: MountPath?
+
+    init(_ kind: PresenterRequestKind, _ path: MountPath?) {
+        self.kind = kind
+        self.path = path
+    }
+}
+
+/// What the presenters agreed to before an access: those that stepped aside (relinquish) are
+/// told `reacquire` once the access is over, which for a write open is its last release.
+struct PresenterConsent: Sendable {
+    fileprivate(set) var relinquished: [PresenterVerdict] = []
+
+    static let nobodyAsked = PresenterConsent()
+}
+
+extension FileSystem {
+    /// Asks the presenters concerned, one kind after the other, and then runs `body`: at once
+    /// on this thread when nobody is to be asked (one atomic load when no presenter is
+    /// registered at all), or later on another thread once the last answer came or the
+    /// presenter timeout passed. The FUSE worker is never held meanwhile. A presenter that
+    /// refuses a deletion fails the request with EBUSY, and `body` never runs.
+    ///
+    /// Presenters are asked before the access takes its claims: a presenter that saves on
+    /// request, or holds the item open until it steps aside, would otherwise wait for the very
+    /// claim that waits for its answer.
+    func consultPresenters(_ request: fuse_req_t, _ asks: @autoclosure () -> [PresenterAsk],
+                           _ body: @escaping @Sendable (PresenterConsent) -> Void) {
+        if presenters.isEmpty { return body(.nobodyAsked) }
+        let questions = asks().filter { $0.path != nil && presenters.hasPresenters(answering: $0.kind) }
+        if questions.isEmpty { return body(.nobodyAsked) }
+        consult(PendingRequest(raw: request), requester: origin(of: request).pid, questions[...], PresenterConsent(), body)
+    }
+
+    private func consult(_ request: PendingRequest, requester: Int32, _ asks: ArraySlice<PresenterAsk>, _ consent: PresenterConsent,
+                         _ body: @escaping @Sendable (PresenterConsent) -> Void) {
+        var remaining = asks
+        while let next = remaining.popFirst() {
+            let later = remaining
+            let asked = presenters.ask(next.kind, path: next.path!, requester: requester, timeout: options.presenterTimeout) { [self] verdict in
+                report(verdict)
+                var agreed = consent
+                if verdict.kind == .relinquish { agreed.relinquished.append(verdict) }
+                if case .refused = verdict.decision {
+                    reacquire(agreed)
+                    return reply(request.raw, error: .resourceBusy)
+                }
+                // Answers arrive on the control socket's loop or the deadline timer: go on elsewhere.
+                claimWork.async { [self, agreed] in consult(request, requester: requester, later, agreed, body) }
+            }
+            if asked { return }
+        }
+        body(consent)
+    }
+
+    /// Tells the presenters that stepped aside for an access that it is over.
+    func reacquire(_ consent: PresenterConsent) {
+        for verdict in consent.relinquished { presenters.reacquire(after: verdict) }
+    }
+
+    private func report(_ verdict: PresenterVerdict) {
+        if !verdict.timedOut.isEmpty {
+            logger.warning("presenters did not answer in time; went on without them", metadata: [
+                "request": "\(verdict.kind)", "path": "\(verdict.path)",
+                "presenters": "\(verdict.timedOut.map { "\($0.id) (pid \($0.ownerPid))" })",
+                "waited": "\(verdict.waited)",
+            ])
+        }
+        if case .refused(let refusals) = verdict.decision {
+            logger.notice("a presenter refused a deletion", metadata: [
+                "path": "\(verdict.path)",
+                "by": "\(refusals.map { "\($0.presenter.id) (pid \($0.presenter.ownerPid)): \($0.reason ?? "no reason given")" })",
+            ])
+        }
+    }
+}
+
+extension FileSystem {
+    /// The whole coordination of an operation that holds its claims only while it runs: ask
+    /// the presenters, take the claims, run `body` (which replies), then release the claims
+    /// and tell the presenters that stepped aside.
+    func coordinated(_ request: fuse_req_t, asking asks: @autoclosure () -> [PresenterAsk],
+                     claims claimsNow: @escaping @Sendable () -> [ClaimRequest], _ body: @escaping @Sendable () -> Void) {
+        let pending = PendingRequest(raw: request)
+        consultPresenters(request, asks()) { [self] consent in
+            withClaims(pending.raw, claimsNow) { [self] grant in
+                body()
+                if let grant { claims.release(grant) }
+                reacquire(consent)
+            }
+        }
+    }
+}
