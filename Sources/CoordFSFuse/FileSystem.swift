@@ -18,6 +18,8 @@ public final class FileSystem: Sendable {
     let processDescriptors: OwnedDescriptor
     /// Whether the daemon may give created objects to their callers (it runs as root).
     let canChangeOwners: Bool
+    /// `options.durability` as the backing filesystem needs it (see `Durability.needed(on:)`).
+    let commitDurability: Durability
     /// Set once by the session before the mount serves its first request, never changed after.
     nonisolated(unsafe) var evictor: NodeEvictor?
     nonisolated(unsafe) var notifier: KernelNotifier?
@@ -37,7 +39,14 @@ public final class FileSystem: Sendable {
 
     public init(backing: String, options: MountOptions, logger: Logger) throws(Errno) {
         let root = try Syscall.openAt(AT_FDCWD, backing, Linux.O_PATH | O_DIRECTORY)
+        let device = try Syscall.statOfPathDescriptor(root.raw).st_dev
         self.nodes = try NodeTable(root: root)
+        let filesystem = MountTable.current().mount(ofDevice: UInt64(device))
+        self.commitDurability = options.durability.needed(on: filesystem)
+        if commitDurability != options.durability {
+            logger.info("the backing filesystem orders a replacing rename after the new file's data; commits need no fsync for that",
+                        metadata: ["filesystem": "\(filesystem?.filesystemType ?? "?") \(filesystem?.superOptions ?? "")", "durability": "\(options.durability)"])
+        }
         self.processDescriptors = try Syscall.openAt(AT_FDCWD, "/proc/self/fd", Linux.O_PATH | O_DIRECTORY)
         self.options = options
         self.logger = logger

@@ -463,7 +463,7 @@ extension FileSystem {
     /// Commits a save's changes and tells the kernel and subscribers.
     func commit(_ save: Save, origin: ChangeOrigin, onlyWithoutWriters: Bool = false) throws(Errno) {
         let processDescriptors = self.processDescriptors.raw
-        guard let report = try save.commit(durability: options.durability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters, reopenAsPath: { (descriptor) throws(Errno) -> OwnedDescriptor in
+        guard let report = try save.commit(durability: commitDurability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters, reopenAsPath: { (descriptor) throws(Errno) -> OwnedDescriptor in
             try withDescriptorPath(descriptor, prefix: "") { (name) throws(Errno) -> OwnedDescriptor in
                 try Syscall.openAt(processDescriptors, name, Linux.O_PATH)
             }

@@ -1,3 +1,4 @@
+import Glibc
 import Testing
 @testable import CoordFSCore
 
@@ -55,5 +56,33 @@ import Testing
 
     @Test func readsTheLiveTable() {
         #expect(MountTable.current().mount(at: "/") != nil)
+    }
+
+    @Test func findsTheFilesystemOfADevice() throws {
+        let text = """
+        22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw,noauto_da_alloc
+        99 22 0:51 / /tmp/x rw - tmpfs tmpfs rw,size=2048k
+        """
+        let table = MountTable(parsing: text)
+        let root = try #require(table.mount(ofDevice: UInt64(254) << 8))
+        #expect(root.mountpoint == "/" && root.hasOption("noauto_da_alloc") && !root.hasOption("noauto"))
+        #expect(table.mount(ofDevice: 51)?.superOptions == "rw,size=2048k")
+        #expect(table.mount(ofDevice: 52) == nil)
+        // The live table knows the filesystem this test runs from.
+        var status = stat()
+        #expect(stat(".", &status) == 0)
+        #expect(MountTable.current().mount(ofDevice: UInt64(status.st_dev)) != nil)
+    }
+
+    @Test func replacingSavesSyncOnlyWhereTheFilesystemDoesNotOrderThem() {
+        func ext4(_ options: String) -> MountTable.Entry { MountTable.Entry(mountpoint: "/", filesystemType: "ext4", superOptions: options) }
+        #expect(Durability.replacing.needed(on: ext4("rw,relatime")) == .none)
+        #expect(Durability.replacing.needed(on: ext4("rw,data=journal")) == .none)
+        #expect(Durability.replacing.needed(on: ext4("rw,data=writeback")) == .replacing)
+        #expect(Durability.replacing.needed(on: ext4("rw,noauto_da_alloc")) == .replacing)
+        #expect(Durability.replacing.needed(on: MountTable.Entry(mountpoint: "/", filesystemType: "xfs")) == .replacing)
+        #expect(Durability.replacing.needed(on: nil) == .replacing)
+        #expect(Durability.file.needed(on: ext4("rw")) == .file)
+        #expect(Durability.full.needed(on: ext4("rw")) == .full)
     }
 }

@@ -33,6 +33,19 @@ public enum Durability: String, CaseIterable, Sendable {
         self == .replacing ? (replacingExistingFile ? .file : .none) : self
     }
 
+    /// What this level needs on a given backing filesystem. `.replacing` asks that a power
+    /// loss never leave a replaced file torn. ext4 in its default `data=ordered` mode (or
+    /// `data=journal`) with `auto_da_alloc` (the default) already promises that for a rename
+    /// over an existing file: it writes the new file's data before it commits the rename
+    /// (its documentation's "replace-via-rename" pattern). There the fsync would only cost
+    /// time, so `.replacing` needs nothing more than the rename. Elsewhere, and at every other
+    /// level, the level is what it says.
+    public func needed(on filesystem: MountTable.Entry?) -> Durability {
+        guard self == .replacing, let filesystem, filesystem.filesystemType == "ext4",
+              !filesystem.hasOption("data=writeback"), !filesystem.hasOption("noauto_da_alloc") else { return self }
+        return .none
+    }
+
     public var syncsFile: Bool { self != .none }
     public var syncsDirectory: Bool { self == .full }
 }

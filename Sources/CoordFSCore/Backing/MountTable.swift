@@ -5,17 +5,48 @@ public struct MountTable: Sendable {
     public struct Entry: Equatable, Sendable {
         public let mountpoint: String
         public let filesystemType: String
+        /// The device's major and minor numbers, as `st_dev` of every file on it encodes them.
+        public let major: UInt32
+        public let minor: UInt32
+        /// The filesystem's own options (the last field), e.g. `rw,noauto_da_alloc`.
+        public let superOptions: String
+
+        public init(mountpoint: String, filesystemType: String, major: UInt32 = 0, minor: UInt32 = 0, superOptions: String = "") {
+            self.mountpoint = mountpoint
+            self.filesystemType = filesystemType
+            self.major = major
+            self.minor = minor
+            self.superOptions = superOptions
+        }
+
+        /// Whether the filesystem's options include `option` (a whole comma-separated word).
+        public func hasOption(_ option: String) -> Bool {
+            superOptions.split(separator: ",").contains { $0 == option }
+        }
     }
 
     public let entries: [Entry]
 
-    /// Parses mountinfo text: field 5 is the mountpoint (octal-escaped), the type follows " - ".
+    /// Parses mountinfo text: field 3 is major:minor, field 5 the mountpoint (octal-escaped);
+    /// after " - " come the type, the source and the filesystem's options.
     public init(parsing text: String) {
         entries = text.split(separator: "\n").compactMap { line in
             let fields = line.split(separator: " ", omittingEmptySubsequences: false)
             guard fields.count >= 5, let separator = fields.firstIndex(of: "-"), separator + 1 < fields.count else { return nil }
-            return Entry(mountpoint: Self.unescape(fields[4]), filesystemType: String(fields[separator + 1]))
+            let device = fields[2].split(separator: ":")
+            return Entry(mountpoint: Self.unescape(fields[4]), filesystemType: String(fields[separator + 1]),
+                         major: device.count == 2 ? UInt32(device[0]) ?? 0 : 0, minor: device.count == 2 ? UInt32(device[1]) ?? 0 : 0,
+                         superOptions: separator + 3 < fields.count ? String(fields[separator + 3]) : "")
         }
+    }
+
+    /// The mount of the filesystem a file with this `st_dev` lives on (the last one listed:
+    /// bind mounts of one filesystem share its device and options).
+    public func mount(ofDevice device: UInt64) -> Entry? {
+        // Linux's dev_t layout (glibc's gnu_dev_major/minor).
+        let major = UInt32(truncatingIfNeeded: ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff)))
+        let minor = UInt32(truncatingIfNeeded: (device & 0xff) | ((device >> 12) & ~UInt64(0xff)))
+        return entries.last { $0.major == major && $0.minor == minor }
     }
 
     /// Reads the current table; an unreadable table reads as empty.
