@@ -14,22 +14,20 @@ struct PendingRequest: @unchecked Sendable {
     let raw: fuse_req_t
 }
 
-/// One request waiting for its claims: decides who answers it (the grant, the timeout, or
-/// an interrupt from the kernel) and is the interrupt callback's context.
+/// A request that waits for something (claims, presenters' answers) and may end three ways:
+/// granted, timed out, or interrupted by the kernel. Exactly one party answers it; the others
+/// stand down. While registered, it is the context of libfuse's interrupt callback.
 ///
-/// Sendable: all mutable state is atomics or behind its own lock.
-private final class ClaimWait: Sendable {
-    let table: ClaimTable
+/// Sendable (unchecked only because a subclass adds to it): all mutable state is atomics, or
+/// behind the subclass's own lock.
+class InterruptibleWait: @unchecked Sendable {
     let request: PendingRequest
-    /// The queued ticket, nil until `acquire` has returned it.
-    let ticket = Mutex<ClaimWaitTicket?>(nil)
-    /// Set by the interrupt callback, so an interrupt that comes before the ticket is known still counts.
+    /// Set by the interrupt callback, so an interrupt that comes before the wait can be withdrawn still counts.
     let interrupted = Atomic<Bool>(false)
-    /// Set by whichever of grant, timeout or interrupt comes first; the others stand down.
+    /// Set by whichever of grant, timeout or interrupt comes first.
     let answered = Atomic<Bool>(false)
 
-    init(table: ClaimTable, request: PendingRequest) {
-        self.table = table
+    init(request: PendingRequest) {
         self.request = request
     }
 
@@ -37,23 +35,62 @@ private final class ClaimWait: Sendable {
         answered.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
     }
 
-    /// Cancels the queued wait if there is one; true when this call took it out of the queue.
-    func cancelQueuedWait() -> Bool {
-        guard let queued = ticket.withLock({ $0 }) else { return false }
-        return table.cancel(queued)
+    /// Whether an interrupt may end the request now: true unless what it waits for can no
+    /// longer be withdrawn. Called from the interrupt callback.
+    func withdraw() -> Bool { true }
+
+    /// Registers for the kernel's INTERRUPT. From then on another thread may answer the request
+    /// at any moment, so register before the wait starts, never after.
+    func register() {
+        fuse_req_interrupt_func(request.raw, interruptWait, Unmanaged.passRetained(self).toOpaque())
+    }
+
+    /// Ends the wait from outside the callback, after winning `claimAnswer`: unregistering waits
+    /// for a callback that is running now, and afterwards none can start, so the registration's
+    /// reference can go.
+    func unregister() {
+        fuse_req_interrupt_func(request.raw, nil, nil)
+        Unmanaged.passUnretained(self).release()
+    }
+
+    /// Answers EINTR for an interrupt that came while the wait could not be withdrawn yet;
+    /// true when it did.
+    func endIfInterruptedMeanwhile() -> Bool {
+        guard interrupted.load(ordering: .acquiring), withdraw(), claimAnswer() else { return false }
+        unregister()
+        reply(request.raw, error: .interrupted)
+        return true
     }
 }
 
 /// Called by libfuse on the thread that received the kernel's INTERRUPT, with the request's
 /// lock held (replying from here is allowed), or at registration when the interrupt came first.
-private let interruptWaitingRequest: @convention(c) (fuse_req_t?, UnsafeMutableRawPointer?) -> Void = { _, context in
+private let interruptWait: @convention(c) (fuse_req_t?, UnsafeMutableRawPointer?) -> Void = { _, context in
     guard let context else { return }
-    let wait = Unmanaged<ClaimWait>.fromOpaque(context).takeUnretainedValue()
+    let wait = Unmanaged<InterruptibleWait>.fromOpaque(context).takeUnretainedValue()
     wait.interrupted.store(true, ordering: .releasing)
-    guard wait.cancelQueuedWait(), wait.claimAnswer() else { return }
+    guard wait.withdraw(), wait.claimAnswer() else { return }
     fuse_reply_err(wait.request.raw, EINTR)
     // Replying unregistered the callback, so this was the last use of the registration's reference.
-    Unmanaged<ClaimWait>.fromOpaque(context).release()
+    Unmanaged<InterruptibleWait>.fromOpaque(context).release()
+}
+
+/// One request waiting for its claims: an interrupt withdraws it from the claim table's queue.
+private final class ClaimWait: InterruptibleWait, @unchecked Sendable {
+    let table: ClaimTable
+    /// The queued ticket, nil until `acquire` has returned it.
+    let ticket = Mutex<ClaimWaitTicket?>(nil)
+
+    init(table: ClaimTable, request: PendingRequest) {
+        self.table = table
+        super.init(request: request)
+    }
+
+    /// Cancels the queued wait if there is one; true when this call took it out of the queue.
+    override func withdraw() -> Bool {
+        guard let queued = ticket.withLock({ $0 }) else { return false }
+        return table.cancel(queued)
+    }
 }
 
 extension FileSystem {
@@ -84,17 +121,7 @@ extension FileSystem {
         }
 
         let wait = ClaimWait(table: self.claims, request: PendingRequest(raw: request))
-        // Registered before queueing: once queued, another thread may answer the request at any
-        // moment, after which registering would touch a freed request.
-        let context = Unmanaged.passRetained(wait).toOpaque()
-        fuse_req_interrupt_func(request, interruptWaitingRequest, context)
-
-        /// Ends the wait from outside the callback: unregistering waits for a callback that is
-        /// running now, and afterwards none can start, so the registration's reference can go.
-        @Sendable func finish() {
-            fuse_req_interrupt_func(wait.request.raw, nil, nil)
-            Unmanaged.passUnretained(wait).release()
-        }
+        wait.register()
 
         let deadline = ContinuousClock.now + options.claimTimeout
         let attempt = self.claims.acquire(claims, owner: owner, deadline: deadline) { [self] outcome in
@@ -102,7 +129,7 @@ extension FileSystem {
                 if case .granted(let grant) = outcome { self.claims.release(grant) }
                 return
             }
-            finish()
+            wait.unregister()
             switch outcome {
             case .granted(let grant):
                 // Run the operation off the releasing thread (often a FUSE worker serving a release).
@@ -125,15 +152,12 @@ extension FileSystem {
         switch attempt {
         case .granted(let grant):
             guard wait.claimAnswer() else { return self.claims.release(grant) } // interrupted meanwhile
-            finish()
+            wait.unregister()
             body(grant)
         case .waiting(let ticket):
             wait.ticket.withLock { $0 = ticket }
             // An interrupt that arrived before the ticket was known could not cancel; do it now.
-            if wait.interrupted.load(ordering: .acquiring), wait.cancelQueuedWait(), wait.claimAnswer() {
-                finish()
-                reply(request, error: .interrupted)
-            }
+            _ = wait.endIfInterruptedMeanwhile()
         }
     }
 }

@@ -27,7 +27,8 @@ extension FileSystem {
     /// on this thread when nobody is to be asked (one atomic load when no presenter is
     /// registered at all), or later on another thread once the last answer came or the
     /// presenter timeout passed. The FUSE worker is never held meanwhile. A presenter that
-    /// refuses a deletion fails the request with EBUSY, and `body` never runs.
+    /// refuses a deletion fails the request with EBUSY, an interrupt (Ctrl-C) with EINTR, and
+    /// then `body` never runs.
     ///
     /// Presenters are asked before the access takes its claims: a presenter that saves on
     /// request, or holds the item open until it steps aside, would otherwise wait for the very
@@ -45,10 +46,16 @@ extension FileSystem {
         var remaining = asks
         while let next = remaining.popFirst() {
             let later = remaining
+            // Ctrl-C ends the wait with EINTR; the presenters' answers then only release what they agreed to.
+            let wait = InterruptibleWait(request: request)
+            wait.register()
+            if wait.answered.load(ordering: .acquiring) { return reacquire(consent) } // interrupted before it began
             let asked = presenters.ask(next.kind, path: next.path!, requester: requester, timeout: options.presenterTimeout) { [self] verdict in
                 report(verdict)
                 var agreed = consent
                 if verdict.kind == .relinquish { agreed.relinquished.append(verdict) }
+                guard wait.claimAnswer() else { return reacquire(agreed) }
+                wait.unregister()
                 if case .refused = verdict.decision {
                     reacquire(agreed)
                     return reply(request.raw, error: .resourceBusy)
@@ -57,6 +64,8 @@ extension FileSystem {
                 claimWork.async { [self, agreed] in consult(request, requester: requester, later, agreed, body) }
             }
             if asked { return }
+            guard wait.claimAnswer() else { return reacquire(consent) }
+            wait.unregister()
         }
         body(consent)
     }

@@ -100,7 +100,7 @@ func failure<T>(_ body: () async throws -> T) async -> CoordFSError? {
             defer { connection.close() }
             let subscription = try await connection.subscribe("/", recursive: true, bufferSize: 4)
             for index in 1...100 { fixture.publish(.changed, "/f\(index)") }
-            #expect(fixture.eventually { fixture.hub.subscriptionStatistics().first?.delivered == 100 })
+            #expect(await fixture.eventually { fixture.hub.subscriptionStatistics().first?.delivered == 100 })
             try await Task.sleep(for: .milliseconds(100))
             var messages: [SubscriptionMessage] = []
             for try await message in subscription {
@@ -124,14 +124,14 @@ func failure<T>(_ body: () async throws -> T) async -> CoordFSError? {
                 fixture.claims.snapshot().holders.map { "\($0.path) \($0.mode)" }.sorted()
             }
             #expect(result == ["/config read", "/counter exclusive"])
-            #expect(fixture.eventually { fixture.claims.snapshot().holders.isEmpty })
+            #expect(await fixture.eventually { fixture.claims.snapshot().holders.isEmpty })
 
             // The claims go however the closure ends.
             struct Failure: Error {}
             await #expect(throws: Failure.self) {
                 try await connection.coordinate(writing: ["/counter"]) { throw Failure() }
             }
-            #expect(fixture.eventually { fixture.claims.snapshot().holders.isEmpty })
+            #expect(await fixture.eventually { fixture.claims.snapshot().holders.isEmpty })
         }
     }
 
@@ -159,7 +159,7 @@ func failure<T>(_ body: () async throws -> T) async -> CoordFSError? {
             defer { holder.close(); other.close() }
             _ = try await holder.claim(writing: ["/x"])
             let waiting = Task { try await other.claim(writing: ["/x"], timeout: .seconds(60)) }
-            #expect(fixture.eventually { fixture.claims.snapshot().waiters.count == 1 })
+            #expect(await fixture.eventually { fixture.claims.snapshot().waiters.count == 1 })
             waiting.cancel()
             let outcome = await waiting.result
             guard case .failure(let error as CoordFSError) = outcome else {
@@ -194,7 +194,7 @@ func failure<T>(_ body: () async throws -> T) async -> CoordFSError? {
             #expect(refusals.first?.reason == "still editing")
 
             fixture.presenters.notify(.didMove, path: MountPath("/docs")!, destination: MountPath("/papers")!, origin: 1)
-            #expect(fixture.eventually { presenter.entries.count == 3 })
+            #expect(await fixture.eventually { presenter.entries.count == 3 })
             #expect(presenter.entries == ["save /docs/a.txt", "delete? /docs", "moved /docs /papers /papers"])
 
             try await registration.stop()

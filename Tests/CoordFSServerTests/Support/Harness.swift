@@ -72,6 +72,17 @@ final class ServerFixture {
         }
         return condition()
     }
+
+    /// `eventually` for async tests: sleeping in the task, not the thread, leaves the
+    /// concurrency pool's few threads to the tasks the condition waits for.
+    func eventually(within limit: Duration = .seconds(20), _ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        return condition()
+    }
 }
 
 /// Runs a test body against a fresh server and always cleans up.
