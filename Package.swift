@@ -69,6 +69,14 @@ let package = Package(
                            argumentParser, logging, systemPackage],
             swiftSettings: swiftSettings
         ),
+        // What the server and integration tests share: a plain line client for the control
+        // socket and the seeded garbage lines of the fuzz tests.
+        .target(
+            name: "CoordFSTestSupport",
+            dependencies: ["CoordFSProtocol"],
+            path: "Tests/CoordFSTestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "CoordFSCoreTests",
             dependencies: ["CoordFSCore", systemPackage],
@@ -81,12 +89,12 @@ let package = Package(
         ),
         .testTarget(
             name: "CoordFSServerTests",
-            dependencies: ["CoordFSServer", "CoordFSClient", "CoordFSProtocol", "CoordFSCore", nioCore, nioPosix, logging],
+            dependencies: ["CoordFSServer", "CoordFSClient", "CoordFSProtocol", "CoordFSCore", "CoordFSTestSupport", nioCore, nioPosix, logging],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["CoordFSCore", "CoordFSClient", "CoordFSProtocol", systemPackage],
+            dependencies: ["CoordFSCore", "CoordFSClient", "CoordFSProtocol", "CoordFSTestSupport", systemPackage],
             swiftSettings: swiftSettings
         ),
     ]

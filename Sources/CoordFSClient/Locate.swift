@@ -28,25 +28,28 @@ public struct ControlLocation: Sendable, Hashable, Codable {
     /// The name of the attribute the mount answers with its location.
     public static let attributeName = "user.coordfs.control"
 
-    /// Finds the mount that holds `path`. A path that does not exist (yet) is located through
-    /// its directory, and named inside the mount as that directory's path plus its last name.
+    /// Finds the mount that holds `path`. A path that does not exist (yet), or whose attribute
+    /// this user may not read, is located through its directory, and named inside the mount as
+    /// that directory's path plus its last name: the server then says what the user may do
+    /// with it (`not-permitted` rather than a misleading "not inside a coordfs mount").
     public static func locate(_ path: String) throws(CoordFSError) -> ControlLocation {
         switch read(path) {
         case .success(let location):
             return location
-        case .failure(let error) where error.code == ENOENT:
+        case .failure(let error) where error.code == ENOENT || error.code == EACCES:
             let (directory, name) = split(path)
             guard !name.isEmpty, name != ".", name != ".." else {
-                throw .notInMount(path: path, reason: "it does not exist")
+                throw error.code == ENOENT ? .notInMount(path: path, reason: "it does not exist") : failure(path, error.code)
             }
             switch read(directory) {
             case .success(var location):
                 location.path = location.path == "/" ? "/" + name : location.path + "/" + name
                 return location
-            case .failure(let error) where error.code == ENOENT:
+            case .failure(let inner) where inner.code == ENOENT && error.code == ENOENT:
                 throw .notInMount(path: path, reason: "neither it nor its directory exists")
-            case .failure(let error):
-                throw failure(path, error.code)
+            case .failure(let inner):
+                // A directory outside the mount says nothing about a path this user may not read.
+                throw failure(path, error.code == EACCES ? EACCES : inner.code)
             }
         case .failure(let error):
             throw failure(path, error.code)

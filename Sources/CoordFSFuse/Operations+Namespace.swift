@@ -154,7 +154,7 @@ extension FileSystem {
                 }
                 if let sourcePath, let destinationPath {
                     publish(.moved, origin: origin, path: sourcePath, destination: destinationPath,
-                            isDirectory: (moving.st_mode & S_IFMT) == S_IFDIR, size: nil)
+                            isDirectory: (moving.st_mode & S_IFMT) == S_IFDIR, size: Int64(moving.st_size))
                 }
                 replyOK(pending.raw)
             } catch {

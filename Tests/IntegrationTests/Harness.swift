@@ -32,7 +32,7 @@ func run(_ arguments: [String], in directory: String? = nil, environment: [Strin
     process.standardOutput = output
     process.standardError = errors
     process.standardInput = input == nil ? FileHandle.nullDevice : inputPipe
-    try process.run()
+    try withChildSignalUnblocked { try process.run() }
     if let input {
         inputPipe.fileHandleForWriting.write(Data(input.utf8))
         try inputPipe.fileHandleForWriting.close()
@@ -51,6 +51,20 @@ func run(_ arguments: [String], in directory: String? = nil, environment: [Strin
     return CommandResult(status: process.terminationStatus,
                          output: String(decoding: outputData, as: UTF8.self),
                          errors: String(decoding: errorData, as: UTF8.self))
+}
+
+/// Runs `spawn` with SIGCHLD unblocked on this thread, so the child it starts inherits it
+/// unblocked. Test threads block most signals and children inherit the mask: a shell with
+/// SIGCHLD blocked waits forever in `wait` for a child that is still running when it asks.
+/// (SIGCHLD is ignored by default, so unblocking it here for a moment changes nothing else.)
+func withChildSignalUnblocked<R>(_ spawn: () throws -> R) rethrows -> R {
+    var childSignal = sigset_t()
+    sigemptyset(&childSignal)
+    sigaddset(&childSignal, SIGCHLD)
+    var previous = sigset_t()
+    pthread_sigmask(SIG_UNBLOCK, &childSignal, &previous)
+    defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+    return try spawn()
 }
 
 /// Runs a shell script in `directory`; as another user when `user` is given (uid:gid).

@@ -1,6 +1,7 @@
 import CoordFSCore
 import CoordFSProtocol
 import CoordFSServer
+@_exported import CoordFSTestSupport
 import Foundation
 import Glibc
 import Logging
@@ -97,119 +98,6 @@ func withServer(mode: mode_t = 0o600, queueCapacity: Int = EventHub.defaultQueue
     try body(fixture)
 }
 
-/// A blocking line-oriented client on a plain socket: what a script in any language does.
-final class LineClient {
-    let fd: Int32
-    private var framer = LineFramer(maxLineBytes: 64 << 20)
-    private var pending: [[UInt8]] = []
-
-    init(socketPath: String) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
-            for (index, byte) in socketPath.utf8.enumerated() { buffer[index] = byte }
-        }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard result == 0 else {
-            let error = errno
-            Glibc.close(fd)
-            throw HarnessError("connect: \(String(cString: strerror(error)))")
-        }
-    }
-
-    deinit { Glibc.close(fd) }
-
-    func send(_ text: String) throws {
-        try send(Array(text.utf8) + [UInt8(ascii: "\n")])
-    }
-
-    func send(_ bytes: [UInt8]) throws {
-        var offset = 0
-        while offset < bytes.count {
-            let count = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL)) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw HarnessError("send: \(String(cString: strerror(errno)))")
-            }
-            offset += count
-        }
-    }
-
-    /// The next line, or an error when none comes in time or the server closed.
-    func readLine(timeout: Duration = .seconds(10)) throws -> [UInt8] {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            if let frame = framer.next() {
-                if case .line(let line) = frame { return line }
-                continue
-            }
-            let remaining = deadline - ContinuousClock.now
-            guard remaining > .zero else { throw HarnessError("no line within \(timeout)") }
-            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let milliseconds = Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1)
-            let ready = poll(&poller, 1, milliseconds)
-            if ready < 0 && errno == EINTR { continue }
-            if ready <= 0 { continue }
-            var buffer = [UInt8](repeating: 0, count: 65_536)
-            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { throw HarnessError("the server closed the connection") }
-            framer.append(buffer[0..<count])
-        }
-    }
-
-    /// True when the server closed the connection (or closes it within `timeout`).
-    func isClosedByServer(timeout: Duration = .seconds(5)) -> Bool {
-        do {
-            while true { _ = try readLine(timeout: timeout) }
-        } catch {
-            return "\(error)".contains("closed")
-        }
-    }
-
-    func readJSON(timeout: Duration = .seconds(10)) throws -> [String: Any] {
-        let line = try readLine(timeout: timeout)
-        guard let object = try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else {
-            throw HarnessError("not a JSON object: \(String(decoding: line, as: UTF8.self))")
-        }
-        return object
-    }
-
-    /// Sends a request and returns the next reply, keeping pushes that come before it.
-    func request(_ text: String, timeout: Duration = .seconds(10)) throws -> [String: Any] {
-        try send(text)
-        while true {
-            let message = try readJSON(timeout: timeout)
-            if message["push"] != nil {
-                pushes.append(message)
-                continue
-            }
-            return message
-        }
-    }
-
-    /// Pushes read while waiting for replies, oldest first.
-    var pushes: [[String: Any]] = []
-
-    /// The next push (a buffered one first).
-    func nextPush(timeout: Duration = .seconds(10)) throws -> [String: Any] {
-        if !pushes.isEmpty { return pushes.removeFirst() }
-        while true {
-            let message = try readJSON(timeout: timeout)
-            if message["push"] != nil { return message }
-            throw HarnessError("expected a push, got a reply: \(message)")
-        }
-    }
-}
-
-extension Dictionary where Key == String, Value == Any {
-    var errorCode: String? { (self["error"] as? [String: Any])?["code"] as? String }
-    var ok: [String: Any]? { self["ok"] as? [String: Any] }
-}
-
 @discardableResult
 func shell(_ command: String) -> Int32 {
     runShell(command, capturing: false).status
@@ -220,9 +108,8 @@ func capture(_ command: String) -> (status: Int32, output: String) {
     runShell(command, capturing: true)
 }
 
-/// `/bin/sh -c command` with an empty signal mask and default signal dispositions. Not
-/// system(3): test threads run with signals blocked, a child would inherit that mask, and
-/// the shell's `wait` then never hears of its children ending.
+/// `/bin/sh -c command` with an empty signal mask and default signal dispositions (not
+/// system(3), see `spawnWithCleanSignals`).
 private func runShell(_ command: String, capturing: Bool) -> (status: Int32, output: String) {
     var ends: [Int32] = [-1, -1]
     if capturing { _ = pipe(&ends) }
@@ -234,23 +121,8 @@ private func runShell(_ command: String, capturing: Bool) -> (status: Int32, out
         posix_spawn_file_actions_addclose(&actions, ends[0])
         posix_spawn_file_actions_addclose(&actions, ends[1])
     }
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    var empty = sigset_t()
-    sigemptyset(&empty)
-    posix_spawnattr_setsigmask(&attributes, &empty)
-    var all = sigset_t()
-    sigfillset(&all)
-    sigdelset(&all, SIGKILL)
-    sigdelset(&all, SIGSTOP)
-    posix_spawnattr_setsigdefault(&attributes, &all)
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-    let words: [String] = ["/bin/sh", "-c", command]
-    var argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
-    defer { for argument in argv { free(argument) } }
     var child: pid_t = 0
-    let spawned = posix_spawn(&child, "/bin/sh", &actions, &attributes, &argv, environ)
+    let spawned = spawnWithCleanSignals(["/bin/sh", "-c", command], &child, actions: &actions)
     var output: [UInt8] = []
     if capturing {
         close(ends[1])

@@ -1,0 +1,560 @@
+import CoordFSClient
+import CoordFSTestSupport
+import Foundation
+import Glibc
+import Testing
+
+/// The control socket of a real mount: explicit claims that hold across whole commands, the
+/// exact event stream of a shell script, presenters asked before accesses, subscribers that
+/// never slow writers, claims that go with a killed client, garbage that the server survives,
+/// what another user may see, and the `user.coordfs.control` attribute that leads to it all.
+@Suite(.serialized) struct ControlSocketTests {
+    static let nobody: (uid: UInt32, gid: UInt32) = (65534, 65534)
+
+    // MARK: Explicit claims
+
+    /// 8 shell loops × 250 read-increment-write cycles, each cycle one `coordfs exec --write`:
+    /// `cat` and the redirection are separate opens, so only the explicit claim (held by the
+    /// exec's process tree, waited for by everyone else) keeps two cycles from interleaving.
+    @Test func explicitClaimsMakeShellIncrementsExact() throws {
+        try withMount { scratch in
+            try "0\n".write(toFile: scratch.mountpoint + "/counter", atomically: false, encoding: .utf8)
+            let result = try shell("""
+                for loop in 1 2 3 4 5 6 7 8; do
+                    (
+                        i=0
+                        while [ $i -lt 250 ]; do
+                            '\(coordfsBinary)' exec --write counter -- sh -c 'n=$(cat counter); echo $((n+1)) > counter' \
+                                || echo "exec failed with $?"
+                            i=$((i+1))
+                        done
+                    ) &
+                done
+                wait
+                cat counter
+                """, in: scratch.mountpoint)
+            #expect(result.output == "2000\n", "\(result)")
+            #expect(result.errors.isEmpty, "\(result)")
+        }
+    }
+
+    // MARK: Events
+
+    /// One `sh` process makes changes with builtins (redirections, which dash opens in its own
+    /// process) and with tools it starts in the background, printing each tool's pid (`$!`, the
+    /// forked child that execs the tool): every event must name exactly the process that made
+    /// the change, in order, with consecutive sequence numbers and the sizes the design gives.
+    @Test func eventsOfAShellScriptComeExactlyInOrderWithTheirOrigins() throws {
+        try withMount { scratch in
+            let watcher = try Self.connect(to: scratch)
+            let subscribed = try #require(try watcher.request(#"{"id":1,"op":"subscribe","path":"/","recursive":true}"#).ok)
+            let start = try #require(subscribed["sequence"] as? Int)
+            let result = try shell("""
+                set -e
+                echo "sh $$"
+                echo one > a
+                echo more >> a
+                mv a b & echo "mv $!"; wait $!
+                mkdir d & echo "mkdir $!"; wait $!
+                echo x > d/f
+                mv d e & echo "mv-dir $!"; wait $!
+                chmod 600 b & echo "chmod $!"; wait $!
+                : > b
+                rm b & echo "rm $!"; wait $!
+                rm e/f & echo "rm-inner $!"; wait $!
+                rmdir e & echo "rmdir $!"; wait $!
+                mkdir end & echo "mkdir-end $!"; wait $!
+                """, in: scratch.mountpoint)
+            #expect(result.status == 0 && result.errors.isEmpty, "\(result)")
+            let pids = Self.pids(in: result.output)
+            let sh = try #require(pids["sh"])
+            func by(_ step: String) -> Int { pids[step] ?? -1 }
+            // Why each event, by the design:
+            let expected = [
+                // `echo one > a`: dash opens fd 3 (create: a staged temp only it sees), dup2s
+                // it to 1 and closes 3. That close is the owner's close: it commits the empty
+                // file, which appears (created, size 0); the write then stages again and the
+                // close of fd 1 after the echo commits it (changed).
+                "created /a file by sh \(sh) size 0",
+                "changed /a file by sh \(sh) size 4",
+                // `>>`: an append open stages nothing until the first write, so the close of
+                // fd 3 commits nothing; the close after the echo commits "one\nmore\n".
+                "changed /a file by sh \(sh) size 9",
+                // A moved file keeps its size, and the event says it ("the new size where it has one").
+                "moved /a to /b file by mv \(by("mv")) size 9",
+                "created /d dir by mkdir \(by("mkdir"))",
+                "created /d/f file by sh \(sh) size 0",
+                "changed /d/f file by sh \(sh) size 2",
+                "moved /d to /e dir by mv \(by("mv-dir"))",
+                "attributes /b file by chmod \(by("chmod")) size 9",
+                // `: > b` truncates an existing file: the close of fd 3 commits the empty
+                // version; nothing is written after it, so the last close has nothing to commit.
+                "changed /b file by sh \(sh) size 0",
+                "deleted /b file by rm \(by("rm"))",
+                "deleted /e/f file by rm \(by("rm-inner"))",
+                "deleted /e dir by rmdir \(by("rmdir"))",
+                "created /end dir by mkdir \(by("mkdir-end"))",
+            ]
+            var seen: [String] = []
+            var sequences: [Int] = []
+            while seen.last?.hasPrefix("created /end ") != true {
+                guard let event = try watcher.nextPush(timeout: .seconds(10))["event"] as? [String: Any] else { continue }
+                seen.append(Self.describe(event))
+                sequences.append(event["sequence"] as? Int ?? -1)
+            }
+            #expect(seen == expected)
+            #expect(sequences == Array(start + 1...start + expected.count), "sequence numbers: \(sequences) after \(start)")
+        }
+    }
+
+    // MARK: Presenters
+
+    /// A presenter asked to `save` before another process reads writes its unsaved content
+    /// through the mount and answers: the reader (`cat`, a sibling of the presenter, not in its
+    /// tree) gets exactly that content, released by the answer rather than by the timeout.
+    @Test func aPresenterSavesBeforeAReaderReads() throws {
+        try withMount { scratch in
+            try "stale\n".write(toFile: scratch.mountpoint + "/doc", atomically: false, encoding: .utf8)
+            let presenter = try Self.startPresenter(in: scratch, of: "doc", answering: "save", behaviour: "save", content: "saved by the presenter\n")
+            defer { presenter.stop() }
+            let started = ContinuousClock.now
+            let reader = try shell("echo $$; exec cat doc", in: scratch.mountpoint)
+            let elapsed = ContinuousClock.now - started
+            let lines = reader.output.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+            #expect(reader.status == 0 && lines.count == 2, "\(reader)")
+            #expect(lines.last == "saved by the presenter\n", "\(reader)")
+            // Not a performance target: only the answer, not the 5 s presenter timeout, let cat on.
+            #expect(elapsed < .milliseconds(2500), "cat took \(elapsed)")
+            let catPID = String(lines.first ?? "")
+            #expect(presenter.eventuallyPrints("answered accepted"), "\(presenter.output)")
+            #expect(presenter.output == "ready\nask save /doc \(catPID)\nanswered accepted\n")
+        }
+    }
+
+    /// A presenter that never answers `relinquish` is skipped after the presenter timeout: the
+    /// writer goes on after about that long, and its write lands.
+    @Test func aSilentPresenterDelaysAWriterByTheTimeoutOnly() throws {
+        try withMount(["--presenter-timeout", "1"]) { scratch in
+            try "old\n".write(toFile: scratch.mountpoint + "/f", atomically: false, encoding: .utf8)
+            let presenter = try Self.startPresenter(in: scratch, of: "f", answering: "relinquish", behaviour: "silent")
+            defer { presenter.stop() }
+            let started = ContinuousClock.now
+            let writer = try shell("echo $$; echo x > f", in: scratch.mountpoint)
+            let elapsed = ContinuousClock.now - started
+            #expect(writer.status == 0, "\(writer)")
+            // A behaviour bound, not a performance target: the writer waited for the 1 s timeout
+            // (once: the O_TRUNC open asks, its truncate and close do not ask again), not longer.
+            #expect(elapsed >= .milliseconds(900) && elapsed <= .milliseconds(2500), "the writer took \(elapsed)")
+            #expect(try String(contentsOfFile: scratch.mountpoint + "/f", encoding: .utf8) == "x\n")
+            let writerPID = writer.output.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(presenter.asks == ["ask relinquish /f \(writerPID)"], "\(presenter.output)")
+            let status = try Self.status(of: scratch)
+            let counters = (status["presenters"] as? [[String: Any]])?.first
+            #expect(counters?["asked"] as? Int == 1 && counters?["timedOut"] as? Int == 1, "\(status)")
+        }
+    }
+
+    /// A presenter that refuses `accommodate-deletion` stops `rm` with EBUSY and the file stays;
+    /// once the presenter has gone, nothing stands in the way.
+    @Test func aRefusingPresenterKeepsAFileUntilItGoes() throws {
+        try withMount { scratch in
+            try "keep me\n".write(toFile: scratch.mountpoint + "/f", atomically: false, encoding: .utf8)
+            let presenter = try Self.startPresenter(in: scratch, of: "f", answering: "accommodate-deletion", behaviour: "refuse")
+            let refused = try shell("echo $$; exec rm f", in: scratch.mountpoint)
+            #expect(refused.status != 0, "\(refused)")
+            #expect(refused.errors == "rm: cannot remove 'f': Device or resource busy\n", "\(refused)")
+            #expect(try String(contentsOfFile: scratch.mountpoint + "/f", encoding: .utf8) == "keep me\n")
+            let rmPID = refused.output.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(presenter.eventuallyPrints("answered accepted"), "\(presenter.output)")
+            #expect(presenter.output == "ready\nask accommodate-deletion /f \(rmPID)\nanswered accepted\n")
+            let counters = (try Self.status(of: scratch)["presenters"] as? [[String: Any]])?.first
+            #expect(counters?["refused"] as? Int == 1, "\(String(describing: counters))")
+
+            presenter.stop()
+            #expect(Self.eventually { ((try? Self.status(of: scratch))?["presenters"] as? [Any])?.isEmpty == true },
+                    "the presenter is still registered after its process died")
+            let removed = try shell("rm f", in: scratch.mountpoint)
+            #expect(removed.status == 0 && removed.errors.isEmpty, "\(removed)")
+            #expect(!FileManager.default.fileExists(atPath: scratch.mountpoint + "/f"))
+        }
+    }
+
+    // MARK: Subscribers
+
+    /// A subscriber that stops reading never slows writers: 10,000 saves it is subscribed to
+    /// take about as long as 10,000 saves it is not (in alternate batches of 1,000, so both
+    /// see the same load; a generous bound: the point is that nobody waits for it). When it
+    /// reads again it gets what was queued, one overflow marker with the exact range lost,
+    /// then live events again; status counts the drops.
+    @Test func aSubscriberThatNeverReadsSlowsNoWriter() throws {
+        try withMount { scratch in
+            #expect(try shell("mkdir alone watched && echo 0 > alone/f && echo 0 > watched/f", in: scratch.mountpoint).status == 0)
+            let sleeper = try Self.connect(to: scratch)
+            let subscribed = try #require(try sleeper.request(#"{"id":1,"op":"subscribe","path":"/watched","recursive":true}"#).ok)
+            let start = try #require(subscribed["sequence"] as? Int)
+            // Each save (`open(…, 'w')`, one write, one close: one commit) is one event.
+            // Writers that waited for the subscriber would wait for good: give up after 5 minutes.
+            let timing = try run(["timeout", "-s", "KILL", "300", "python3", "-c", """
+                import time
+                took = {'alone': 0.0, 'watched': 0.0}
+                for batch in range(10):
+                    for directory in ('alone', 'watched'):
+                        started = time.monotonic()
+                        for i in range(1000):
+                            with open(directory + '/f', 'w') as f: f.write(str(i))
+                        took[directory] += time.monotonic() - started
+                print(took['alone'], took['watched'])
+                """], in: scratch.mountpoint)
+            let seconds = timing.output.split(whereSeparator: \.isWhitespace).compactMap { Double($0) }
+            #expect(timing.status == 0 && seconds.count == 2, "\(timing)")
+            let (alone, watched) = (seconds.first ?? 0, seconds.last ?? .infinity)
+            // Not a performance target: a writer that waited for the subscriber would stall for good.
+            #expect(watched <= 2 * alone + 2, "10,000 saves took \(watched) s under a stalled subscriber, \(alone) s beside it")
+
+            // The numbers of the watched saves' events: every other batch of 1,000.
+            let watchedSequences: [Int] = (0..<10).flatMap { (batch: Int) -> ClosedRange<Int> in
+                let before: Int = start + batch * 2000 + 1000
+                return (before + 1)...(before + 1000)
+            }
+            var delivered: [Int] = []
+            var overflow: [String: Any]?
+            while overflow == nil {
+                let push = try sleeper.nextPush()
+                if push["push"] as? String == "overflow" {
+                    overflow = push
+                } else if let event = push["event"] as? [String: Any] {
+                    #expect(event["kind"] as? String == "changed" && event["path"] as? String == "/watched/f")
+                    delivered.append(event["sequence"] as? Int ?? -1)
+                }
+            }
+            let marker = try #require(overflow)
+            #expect(!delivered.isEmpty && delivered.count < 10_000, "\(delivered.count) delivered")
+            #expect(delivered == Array(watchedSequences.prefix(delivered.count)), "the delivered events are not the first ones in order")
+            let lost = watchedSequences.dropFirst(delivered.count)
+            #expect(marker["first"] as? Int == lost.first && marker["last"] as? Int == lost.last && marker["dropped"] as? Int == lost.count,
+                    "\(marker), expected \(lost.count) lost from \(lost.first ?? -1) to \(lost.last ?? -1)")
+            #expect(marker["subscription"] as? Int == subscribed["subscription"] as? Int)
+
+            // Live again after the marker.
+            #expect(try run(["python3", "-c", "open('watched/f', 'w').write('after')"], in: scratch.mountpoint).status == 0)
+            let next = try #require(try sleeper.nextPush()["event"] as? [String: Any])
+            #expect(next["sequence"] as? Int == start + 20_001 && next["size"] as? Int == 5, "\(next)")
+
+            let status = try Self.status(of: scratch)
+            let events = status["events"] as? [String: Any]
+            #expect(events?["dropped"] as? Int == lost.count && events?["overflows"] as? Int == 1, "\(String(describing: events))")
+            let subscriber = (status["subscribers"] as? [[String: Any]])?.first
+            #expect(subscriber?["dropped"] as? Int == lost.count && subscriber?["overflows"] as? Int == 1, "\(String(describing: subscriber))")
+        }
+    }
+
+    // MARK: Clients that go away
+
+    /// A write claim held by `coordfs exec` keeps a plain writer out (O_NONBLOCK: EAGAIN) and
+    /// another exec too; SIGKILL the exec and the kernel closes its socket: the claim goes at
+    /// once, though the command it ran (`sleep`) lives on.
+    @Test func aKilledExecReleasesItsClaimAtOnce() throws {
+        try withMount { scratch in
+            let file = scratch.mountpoint + "/f"
+            try "0\n".write(toFile: file, atomically: false, encoding: .utf8)
+            let pidFile = scratch.root + "/sleeper.pid"
+            let holder = try ChildProcess([coordfsBinary, "exec", "--write", file, "--", "sh", "-c", "echo $$ > '\(pidFile)'; exec sleep 60"],
+                                        in: scratch.root, output: scratch.root + "/holder.out")
+            // The command's pid, once it has written it (it outlives the exec: kill it too).
+            var sleeper: Int32? {
+                (try? String(contentsOfFile: pidFile, encoding: .utf8)).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            }
+            defer {
+                if let sleeper { kill(sleeper, SIGKILL) }
+                holder.stop()
+            }
+            #expect(Self.eventually { sleeper != nil })
+
+            let nonblocking = [coordfsBinary, "exec", "--nonblock", "--write", file, "--", "true"]
+            let blocked = try run(nonblocking)
+            #expect(blocked.status == 1 && blocked.errors.contains("/f is held (exclusive)"), "\(blocked)")
+            let writer = try run(["python3", "-c", "import os\ntry: os.open('f', os.O_WRONLY | os.O_NONBLOCK)\nexcept OSError as e: print(e.strerror)"],
+                                 in: scratch.mountpoint)
+            #expect(writer.output == "Resource temporarily unavailable\n", "\(writer)")
+
+            kill(holder.pid, SIGKILL)
+            let killed = ContinuousClock.now
+            var free = try run(nonblocking)
+            while free.status != 0 && ContinuousClock.now - killed < .seconds(2) {
+                usleep(50_000)
+                free = try run(nonblocking)
+            }
+            #expect(free.status == 0, "still held \(ContinuousClock.now - killed) after SIGKILL: \(free)")
+            #expect(try shell("echo 1 > f && cat f", in: scratch.mountpoint).output == "1\n")
+            if let sleeper { #expect(kill(sleeper, 0) == 0, "the command of the killed exec lives on") }
+        }
+    }
+
+    // MARK: Garbage
+
+    /// The 100,000 seeded garbage lines of the server fuzz test, on a mount's socket: each gets
+    /// exactly one error, the same connection still answers, and the mount still works.
+    @Test func aHundredThousandBadLinesLeaveTheMountServing() throws {
+        try withMount { scratch in
+            let client = try Self.connect(to: scratch)
+            let outcome = try client.sendGarbage(count: 100_000, oversized: 3, seed: 0xC0FFEE)
+            #expect(outcome.problems(count: 100_000, oversized: 3).isEmpty, "\(outcome.problems(count: 100_000, oversized: 3))")
+            #expect(try client.request(#"{"id":"after","op":"status"}"#).ok != nil)
+            #expect(try Self.connect(to: scratch).request(#"{"id":1,"op":"status"}"#).ok != nil)
+            let result = try shell("echo still here > f && cat f", in: scratch.mountpoint)
+            #expect(result.output == "still here\n", "\(result)")
+            if let daemon = scratch.daemonID { #expect(kill(daemon, 0) == 0) }
+        }
+    }
+
+    // MARK: Other users
+
+    /// Without --socket-mode the socket is 0600: another user, though the mount lets it in
+    /// (--allow-other) and the socket's directory lets it pass, cannot connect, and
+    /// `coordfs watch` says so and fails.
+    @Test func anotherUserCannotUseAPrivateSocket() throws {
+        try Self.withSocketInScratch(["--allow-other"]) { scratch, socket in
+            var status = stat()
+            #expect(lstat(socket, &status) == 0 && status.st_mode & S_IFMT == S_IFSOCK && status.st_mode & 0o777 == 0o600)
+            let connect = try shell("exec /usr/bin/python3 -c \"import socket; socket.socket(socket.AF_UNIX).connect('\(socket)')\"",
+                                    in: scratch.root, user: Self.nobody)
+            #expect(connect.status != 0 && connect.errors.contains("PermissionError"), "\(connect)")
+            let watch = try shell("exec '\(coordfsBinary)' watch --timeout 2 '\(scratch.mountpoint)'", in: scratch.root, user: Self.nobody)
+            #expect(watch.status == 1, "\(watch)")
+            #expect(watch.errors == "coordfs: cannot connect to the control socket \(socket): Permission denied\n", "\(watch)")
+        }
+    }
+
+    /// On a shared socket (0666) another user connects, but may not watch a directory it
+    /// cannot read, and while it watches the whole mount it sees nothing of what happens in
+    /// such a directory, only what happens where it could look. Root's own watcher is the
+    /// control: the hidden changes did happen.
+    @Test func anotherUserOnASharedSocketSeesOnlyWhatItCouldRead() throws {
+        try withMount(["--allow-other", "--socket-mode", "666"]) { scratch in
+            let setUp = try shell("mkdir private public && chmod 700 private && chmod 755 public", in: scratch.mountpoint)
+            #expect(setUp.status == 0, "\(setUp)")
+            // A shared socket's default place is the shared directory, which others may pass through.
+            let socket = try ControlLocation.locate(scratch.mountpoint).socket
+            #expect(socket.hasPrefix("/run/coordfs/") && socket.hasSuffix(".sock"), "\(socket)")
+
+            let refused = try shell("exec '\(coordfsBinary)' watch --timeout 2 '\(scratch.mountpoint)/private'", in: scratch.root, user: Self.nobody)
+            #expect(refused.status == 1, "\(refused)")
+            #expect(refused.errors == "coordfs: /private: uid 65534 may not read it\n", "\(refused)")
+
+            let rootWatcher = try Self.connect(to: scratch)
+            #expect(try rootWatcher.request(#"{"id":1,"op":"subscribe","path":"/","recursive":true}"#).ok != nil)
+            let output = scratch.root + "/nobody.out"
+            let watcher = try ChildProcess(["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                          coordfsBinary, "watch", "--recursive", "--json", "--count", "3", "--timeout", "20", scratch.mountpoint],
+                                         in: scratch.root, output: output)
+            defer { watcher.stop() }
+            // Subscribed once status shows a subscription by uid 65534.
+            #expect(Self.eventually {
+                guard let status = try? Self.status(of: scratch) else { return false }
+                let sessions = Set(((status["subscribers"] as? [[String: Any]]) ?? []).compactMap { $0["session"] as? Int })
+                return ((status["connections"] as? [[String: Any]]) ?? []).contains { $0["uid"] as? Int == 65534 && sessions.contains($0["session"] as? Int ?? -1) }
+            }, "nobody's watch did not subscribe")
+
+            let changes = try shell("""
+                set -e
+                echo "sh $$"
+                echo secret > private/a
+                mkdir private/sub
+                echo deeper > private/sub/b
+                chmod 600 private/a
+                rm private/a
+                echo hello > public/notes
+                mkdir end & echo "mkdir $!"; wait $!
+                """, in: scratch.mountpoint)
+            #expect(changes.status == 0, "\(changes)")
+            let pids = Self.pids(in: changes.output)
+            #expect(watcher.waitForExit(within: .seconds(25)), "nobody's watch did not end")
+            let nobodySaw = watcher.output.split(separator: "\n").map { line in
+                ((try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]).map(Self.describe) ?? String(line)
+            }
+            #expect(nobodySaw == [
+                "created /public/notes file by sh \(pids["sh"] ?? -1) size 0",
+                "changed /public/notes file by sh \(pids["sh"] ?? -1) size 6",
+                "created /end dir by mkdir \(pids["mkdir"] ?? -1)",
+            ], "\(watcher.output)")
+            #expect(!watcher.output.contains("private"), "\(watcher.output)")
+
+            var rootSaw: [String] = []
+            while rootSaw.last?.hasPrefix("created /end ") != true {
+                guard let event = try rootWatcher.nextPush()["event"] as? [String: Any] else { continue }
+                rootSaw.append(Self.describe(event))
+            }
+            let hidden = rootSaw.filter { $0.contains(" /private/") }.map { $0.split(separator: " ").prefix(2).joined(separator: " ") }
+            #expect(hidden == ["created /private/a", "changed /private/a", "created /private/sub", "created /private/sub/b",
+                               "changed /private/sub/b", "attributes /private/a", "deleted /private/a"], "\(rootSaw)")
+        }
+    }
+
+    // MARK: The control attribute
+
+    /// Every item of the mount answers `user.coordfs.control` with the socket and its own path;
+    /// the attribute is never listed and cannot be set or removed; outside the mount it is absent.
+    @Test func everyItemNamesTheSocketAndItsPath() throws {
+        try Self.withSocketInScratch([]) { scratch, socket in
+            let result = try shell("""
+                mkdir -p d/e && echo x > d/e/f && setfattr -n user.other -v 1 d/e/f
+                for item in . d d/e/f; do getfattr --only-values -n user.coordfs.control "$item"; echo; done
+                getfattr -d --absolute-names d/e/f
+                getfattr -d -m - --absolute-names d/e/f
+                python3 -c "import os; print(sorted(os.listxattr('d/e/f')), sorted(os.listxattr('.')))"
+                setfattr -n user.coordfs.control -v x d/e/f; echo "set $?"
+                setfattr -x user.coordfs.control d; echo "remove $?"
+                getfattr --only-values -n user.coordfs.control d/e/f; echo
+                echo x > '\(scratch.plain)/g'
+                getfattr --absolute-names -n user.coordfs.control '\(scratch.plain)/g'; echo "plain $?"
+                """, in: scratch.mountpoint)
+            let location = { (path: String) in #"{"version":1,"socket":"\#(socket)","path":"\#(path)"}"# }
+            #expect(result.output == """
+                \(location("/"))
+                \(location("/d"))
+                \(location("/d/e/f"))
+                # file: d/e/f
+                user.other="1"
+
+                # file: d/e/f
+                user.other="1"
+
+                ['user.other'] []
+                set 1
+                remove 1
+                \(location("/d/e/f"))
+                plain 1
+
+                """, "\(result)")
+            #expect(result.errors == """
+                setfattr: d/e/f: Operation not permitted
+                setfattr: d: Operation not permitted
+                \(scratch.plain)/g: user.coordfs.control: No such attribute
+
+                """, "\(result)")
+        }
+    }
+}
+
+// MARK: - Helpers
+
+extension ControlSocketTests {
+    /// Mounts with the control socket at a known place in the scratch folder (searchable by
+    /// everyone, so only the socket's own mode decides who may connect).
+    static func withSocketInScratch(_ options: [String], _ body: (Scratch, String) throws -> Void) throws {
+        let scratch = try Scratch()
+        let socket = scratch.root + "/control.sock"
+        try scratch.mount(options + ["--socket", socket])
+        defer { scratch.unmount() }
+        try body(scratch, socket)
+    }
+
+    /// The pids a script printed as lines "STEP PID".
+    static func pids(in output: String) -> [String: Int] {
+        var pids: [String: Int] = [:]
+        for line in output.split(separator: "\n") {
+            let words = line.split(separator: " ")
+            if words.count == 2, let pid = Int(words[1]) { pids[String(words[0])] = pid }
+        }
+        return pids
+    }
+
+    /// A hello'd raw connection to the mount's socket, found through the attribute as any client would.
+    static func connect(to scratch: Scratch) throws -> LineClient {
+        let client = try LineClient(socketPath: try ControlLocation.locate(scratch.mountpoint).socket)
+        let hello = try client.request(#"{"id":0,"op":"hello","version":1,"client":"ControlSocketTests"}"#)
+        guard hello.ok != nil else { throw LineClientError("hello failed: \(hello)") }
+        return client
+    }
+
+    /// The mount's status, on a connection of its own.
+    static func status(of scratch: Scratch) throws -> [String: Any] {
+        let reply = try connect(to: scratch).request(#"{"id":1,"op":"status"}"#)
+        guard let ok = reply.ok else { throw LineClientError("status failed: \(reply)") }
+        return ok
+    }
+
+    /// An event as one comparable line: kind, path(s), file or dir, origin, size when present.
+    static func describe(_ event: [String: Any]) -> String {
+        let origin = event["origin"] as? [String: Any] ?? [:]
+        var text = "\(event["kind"] as? String ?? "?") \(event["path"] as? String ?? "?")"
+        if let destination = event["destination"] as? String { text += " to \(destination)" }
+        text += (event["directory"] as? Bool == true) ? " dir" : " file"
+        text += " by \(origin["process"] as? String ?? "?") \(origin["pid"] as? Int ?? -1)"
+        if origin["uid"] as? Int != 0 { text += " uid \(origin["uid"] ?? "?")" }
+        if let size = event["size"] as? Int { text += " size \(size)" }
+        return text
+    }
+
+    /// Polls `condition` every 20 ms for up to `limit`.
+    static func eventually(within limit: Duration = .seconds(5), _ condition: () -> Bool) -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            usleep(20_000)
+        }
+        return condition()
+    }
+
+    /// A presenter in a python3 process of its own (not an ancestor of the processes whose
+    /// accesses it is asked about) for `name` in the mount. It prints `ready` once registered,
+    /// `ask KIND PATH REQUESTER` per ask and `answered accepted` per reply to an answer.
+    /// `behaviour`: `save` writes `content` to the file through the mount, then answers ok;
+    /// `refuse` refuses; `silent` never answers.
+    static func startPresenter(in scratch: Scratch, of name: String, answering answers: String, behaviour: String,
+                               content: String = "") throws -> ChildProcess {
+        let script = scratch.root + "/presenter.py"
+        try presenterScript.write(toFile: script, atomically: true, encoding: .utf8)
+        let presenter = try ChildProcess(["/usr/bin/python3", script, scratch.mountpoint + "/" + name, answers, behaviour, content],
+                                       in: scratch.root, output: scratch.root + "/presenter.out")
+        guard presenter.eventuallyPrints("ready") else {
+            presenter.stop()
+            throw LineClientError("the presenter did not register: \(presenter.output)")
+        }
+        return presenter
+    }
+
+    static let presenterScript = #"""
+        import json, os, socket, sys
+        target, answers, behaviour, content = sys.argv[1:5]
+        where = json.loads(os.getxattr(target, "user.coordfs.control"))
+        connection = socket.socket(socket.AF_UNIX)
+        connection.connect(where["socket"])
+        stream = connection.makefile("rw", encoding="utf-8", newline="\n")
+        def send(**fields):
+            stream.write(json.dumps(fields) + "\n")
+            stream.flush()
+        def reply():
+            message = json.loads(stream.readline())
+            assert "ok" in message, message
+            return message["ok"]
+        send(id=1, op="hello", version=1, client="test presenter")
+        reply()
+        send(id=2, op="present", path=where["path"], answers=answers.split(","))
+        presenter = reply()["presenter"]
+        print("ready", flush=True)
+        for number, line in enumerate(stream, start=3):
+            message = json.loads(line)
+            if "id" in message:
+                print("answered", "accepted" if message.get("ok", {}).get("accepted") else message, flush=True)
+            elif message["push"] == "ask":
+                print("ask", message["kind"], message["path"], message["requester"], flush=True)
+                if behaviour == "save":
+                    with open(target, "w") as file:
+                        file.write(content)
+                if behaviour != "silent":
+                    send(id=number, op="answer", presenter=presenter, request=message["request"],
+                         verdict="refuse" if behaviour == "refuse" else "ok", reason="unsaved changes")
+            elif message["push"] == "notify":
+                print("notify", message["kind"], message["path"], flush=True)
+        """#
+}
+
+extension ChildProcess {
+    /// The lines that report asks (for presenters).
+    var asks: [String] { output.split(separator: "\n").map(String.init).filter { $0.hasPrefix("ask ") } }
+
+    func eventuallyPrints(_ text: String, within limit: Duration = .seconds(10)) -> Bool {
+        ControlSocketTests.eventually(within: limit) { output.contains(text) }
+    }
+}
