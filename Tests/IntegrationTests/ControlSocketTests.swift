@@ -154,6 +154,27 @@ import Testing
         }
     }
 
+    /// Ctrl-C ends a wait for a silent presenter at once with EINTR, as it ends a wait for a
+    /// claim, and the file is untouched.
+    @Test func anInterruptEndsAWaitForASilentPresenter() throws {
+        try withMount(["--presenter-timeout", "30"]) { scratch in
+            try "old\n".write(toFile: scratch.mountpoint + "/f", atomically: false, encoding: .utf8)
+            let presenter = try Self.startPresenter(in: scratch, of: "f", answering: "relinquish", behaviour: "silent")
+            defer { presenter.stop() }
+            let output = try CoordinationTests.python(#"""
+                import subprocess, signal, time
+                waiter = subprocess.Popen(['python3', '-c', "import os, signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT]); signal.signal(signal.SIGINT, signal.default_int_handler); print('waiting', flush=True); os.open('f', os.O_WRONLY | os.O_TRUNC)"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                waiter.stdout.readline(); time.sleep(0.5)
+                start = time.monotonic(); waiter.send_signal(signal.SIGINT); _, errors = waiter.communicate()
+                # A behaviour bound: the 30 s presenter timeout did not have to pass.
+                print('interrupted', b'KeyboardInterrupt' in errors, time.monotonic() - start < 5)
+                print('content', open('f').read().strip())
+                """#, in: scratch.mountpoint)
+            #expect(output == "interrupted True True\ncontent old\n", "\(output)")
+            #expect(presenter.asks.count == 1, "\(presenter.output)")
+        }
+    }
+
     /// A presenter that refuses `accommodate-deletion` stops `rm` with EBUSY and the file stays;
     /// once the presenter has gone, nothing stands in the way.
     @Test func aRefusingPresenterKeepsAFileUntilItGoes() throws {
