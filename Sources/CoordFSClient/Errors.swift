@@ -4,6 +4,9 @@
 public enum CoordFSError: Error, Sendable, CustomStringConvertible {
     /// The path is not inside a coordfs mount (or the mount does not say where its socket is).
     case notInMount(path: String, reason: String)
+    /// Whether the path is inside a coordfs mount could not be told (e.g. a directory on the
+    /// way may not be searched by this user).
+    case cannotLocate(path: String, reason: String)
     /// The control socket could not be reached.
     case cannotConnect(socket: String, reason: String)
     /// The server refused a request; `detail.code` says why (`conflict`, `timeout`, `not-permitted`…).
@@ -16,6 +19,7 @@ public enum CoordFSError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .notInMount(let path, let reason): return "\(path) is not inside a coordfs mount (\(reason))"
+        case .cannotLocate(let path, let reason): return "cannot tell which mount holds \(path): \(reason)"
         case .cannotConnect(let socket, let reason): return "cannot connect to the control socket \(socket): \(reason)"
         case .server(let detail): return detail.message
         case .closed(let reason): return "the connection to the mount closed: \(reason)"

@@ -63,7 +63,7 @@ public struct ControlLocation: Sendable, Hashable, Codable {
         case EINVAL:
             return .notInMount(path: path, reason: "its \(attributeName) attribute is not a coordfs location")
         default:
-            return .notInMount(path: path, reason: String(cString: strerror(error)))
+            return .cannotLocate(path: path, reason: String(cString: strerror(error)))
         }
     }
 
