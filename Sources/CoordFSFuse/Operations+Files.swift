@@ -453,26 +453,30 @@ extension FileSystem {
         // only the owner's closes commit; a save whose owner closed first commits at release.
         guard owner(of: request) == save.owner else { return replyOK(request) }
         do throws(Errno) {
-            try commit(save, origin: origin(of: request))
+            let replaced = try commit(save, origin: origin(of: request))
             replyOK(request)
+            withExtendedLifetime(replaced) {} // the replaced file goes only now, after the program's close returned
         } catch {
             reply(request, error: error)
         }
     }
 
-    /// Commits a save's changes and tells the kernel and subscribers.
-    func commit(_ save: Save, origin: ChangeOrigin, onlyWithoutWriters: Bool = false) throws(Errno) {
+    /// Commits a save's changes and tells the kernel and subscribers. Returns the node's backing
+    /// from before the commit, for the caller to drop once it has replied.
+    @discardableResult
+    func commit(_ save: Save, origin: ChangeOrigin, onlyWithoutWriters: Bool = false) throws(Errno) -> NodeBacking? {
         let processDescriptors = self.processDescriptors.raw
         guard let report = try save.commit(durability: commitDurability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters, reopenAsPath: { (descriptor) throws(Errno) -> OwnedDescriptor in
             try withDescriptorPath(descriptor, prefix: "") { (name) throws(Errno) -> OwnedDescriptor in
                 try Syscall.openAt(processDescriptors, name, Linux.O_PATH)
             }
-        }) else { return }
+        }) else { return nil }
         if report.created { activity.clearPendingName(of: save) }
         activity.noteCommit(of: save.node)
         let node = save.node
         notifier?.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) }
         publish(report.created ? .created : .changed, origin: origin, path: report.path, isDirectory: false, size: report.size)
+        return report.replaced
     }
 
     func release(_ request: fuse_req_t, _ file: UnsafeMutablePointer<fuse_file_info>) {

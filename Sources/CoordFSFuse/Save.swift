@@ -22,6 +22,10 @@ struct CommitReport: Sendable {
     let created: Bool
     let path: MountPath?
     let size: Int64
+    /// The backing the node stood for before the commit (the replaced file), when it changed.
+    /// Dropping the last reference closes what may be the replaced file's last descriptor, and
+    /// the filesystem then frees its blocks: tens of microseconds better spent after the reply.
+    let replaced: NodeBacking?
 }
 
 /// The pending atomic save of one file by one owner: every handle that owner opens for
@@ -174,10 +178,11 @@ final class Save: Sendable {
             state.exists = true
             let status = try Syscall.stat(state.current.raw)
             let identity = FileIdentity(status)
+            var replaced: NodeBacking?
             if identity != node.identity {
-                nodes.replaceBacking(of: node, with: try reopenAsPath(state.current.raw), identity: identity)
+                replaced = nodes.replaceBacking(of: node, with: try reopenAsPath(state.current.raw), identity: identity)
             }
-            return CommitReport(created: created, path: nodes.path(of: node), size: Int64(status.st_size))
+            return CommitReport(created: created, path: nodes.path(of: node), size: Int64(status.st_size), replaced: replaced)
         }
     }
 

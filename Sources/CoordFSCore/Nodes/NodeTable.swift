@@ -168,7 +168,10 @@ public final class NodeTable: Sendable {
 
     /// Points `node` at a new backing object (a commit renamed a staged file over it), so the
     /// kernel's inode, its cached pages' owner and the locks on it carry on across the commit.
-    public func replaceBacking(of node: Node, with descriptor: consuming OwnedDescriptor, identity: FileIdentity) {
+    /// Returns the previous backing: its descriptor may be the last one on the replaced file,
+    /// and closing that frees the file's blocks, which the caller may rather do later.
+    @discardableResult
+    public func replaceBacking(of node: Node, with descriptor: consuming OwnedDescriptor, identity: FileIdentity) -> NodeBacking {
         let backing = NodeBacking(descriptor: descriptor, identity: identity)
         let previous: NodeBacking = state.withLock { state in
             let previous = node.backing
@@ -177,7 +180,7 @@ public final class NodeTable: Sendable {
             node.replaceBacking(with: backing)
             return previous
         }
-        _ = previous // released (its descriptor closed after its last use) outside the lock
+        return previous
     }
 
     /// Notes that `identity` now lives at `parent`/`name` (after a rename through the mount).
