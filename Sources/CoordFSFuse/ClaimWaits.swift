@@ -26,9 +26,12 @@ class InterruptibleWait: @unchecked Sendable {
     let interrupted = Atomic<Bool>(false)
     /// Set by whichever of grant, timeout or interrupt comes first.
     let answered = Atomic<Bool>(false)
+    /// Runs after an interrupt answered the request with EINTR.
+    let afterInterrupt: (@Sendable () -> Void)?
 
-    init(request: PendingRequest) {
+    init(request: PendingRequest, afterInterrupt: (@Sendable () -> Void)? = nil) {
         self.request = request
+        self.afterInterrupt = afterInterrupt
     }
 
     func claimAnswer() -> Bool {
@@ -59,6 +62,7 @@ class InterruptibleWait: @unchecked Sendable {
         guard interrupted.load(ordering: .acquiring), withdraw(), claimAnswer() else { return false }
         unregister()
         reply(request.raw, error: .interrupted)
+        afterInterrupt?()
         return true
     }
 }
@@ -71,6 +75,7 @@ private let interruptWait: @convention(c) (fuse_req_t?, UnsafeMutableRawPointer?
     wait.interrupted.store(true, ordering: .releasing)
     guard wait.withdraw(), wait.claimAnswer() else { return }
     fuse_reply_err(wait.request.raw, EINTR)
+    wait.afterInterrupt?()
     // Replying unregistered the callback, so this was the last use of the registration's reference.
     Unmanaged<InterruptibleWait>.fromOpaque(context).release()
 }
@@ -81,9 +86,9 @@ private final class ClaimWait: InterruptibleWait, @unchecked Sendable {
     /// The queued ticket, nil until `acquire` has returned it.
     let ticket = Mutex<ClaimWaitTicket?>(nil)
 
-    init(table: ClaimTable, request: PendingRequest) {
+    init(table: ClaimTable, request: PendingRequest, afterInterrupt: (@Sendable () -> Void)?) {
         self.table = table
-        super.init(request: request)
+        super.init(request: request, afterInterrupt: afterInterrupt)
     }
 
     /// Cancels the queued wait if there is one; true when this call took it out of the queue.
@@ -104,23 +109,27 @@ extension FileSystem {
     /// a FUSE worker meanwhile. `body` must reply to the request and release the grant when it
     /// no longer needs it. A wait ends with EBUSY after the claim timeout (the log names the
     /// holders), or EINTR when the caller is interrupted; `nonblocking` requests fail at once
-    /// with EWOULDBLOCK. An empty claim list runs `body` with nil at once.
+    /// with EWOULDBLOCK. After any of these error replies `whenRefused` runs, and `body` never
+    /// does. An empty claim list runs `body` with nil at once.
     ///
     /// `claimsNow` derives the claims afresh from the nodes: after a wait, a rename granted
     /// ahead of this request may have moved them, and then the request asks again.
     func withClaims(_ request: fuse_req_t, _ claimsNow: @escaping @Sendable () -> [ClaimRequest], nonblocking: Bool = false,
-                    _ body: @escaping @Sendable (ClaimGrant?) -> Void) {
+                    whenRefused: (@Sendable () -> Void)? = nil, _ body: @escaping @Sendable (ClaimGrant?) -> Void) {
         let claims = claimsNow()
         if claims.isEmpty { return body(nil) }
         let owner = owner(of: request)
         // The common case, no conflict: no wait object, no interrupt registration.
         switch self.claims.tryAcquire(claims, owner: owner) {
         case .success(let grant): return body(grant)
-        case .failure where nonblocking: return reply(request, error: .wouldBlock)
+        case .failure where nonblocking:
+            reply(request, error: .wouldBlock)
+            whenRefused?()
+            return
         case .failure: break
         }
 
-        let wait = ClaimWait(table: self.claims, request: PendingRequest(raw: request))
+        let wait = ClaimWait(table: self.claims, request: PendingRequest(raw: request), afterInterrupt: whenRefused)
         wait.register()
 
         let deadline = ContinuousClock.now + options.claimTimeout
@@ -136,7 +145,7 @@ extension FileSystem {
                 claimWork.async { [self] in
                     if claimsNow() != claims {
                         self.claims.release(grant)
-                        withClaims(wait.request.raw, claimsNow, body)
+                        withClaims(wait.request.raw, claimsNow, whenRefused: whenRefused, body)
                     } else {
                         body(grant)
                     }
@@ -147,6 +156,7 @@ extension FileSystem {
                     "held by": "\(blockers.map(\.description))",
                 ])
                 reply(wait.request.raw, error: .resourceBusy)
+                whenRefused?()
             }
         }
         switch attempt {

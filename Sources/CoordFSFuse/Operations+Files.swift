@@ -107,25 +107,25 @@ extension FileSystem {
         let nonblocking = flags & O_NONBLOCK != 0
         if opensForChange(flags) {
             let inPlace = writesInPlace(node, path: path)
-            consultPresenters(request, [PresenterAsk(.relinquish, path)]) { [self] consent in
-                withClaims(pending.raw, { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, .write)] } ?? [] }, nonblocking: nonblocking) { [self] grant in
-                    if inPlace {
-                        // In-place files take their claim for the open only, as for each operation.
-                        if let grant { claims.release(grant) }
-                        openInPlace(pending, node, copy, grant: nil, consent: consent)
-                    } else {
-                        openForSave(pending, node, copy, grant: grant, consent: consent)
-                    }
+            withPresentersAndClaims(request, asking: [PresenterAsk(.relinquish, path)],
+                                    claims: { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, .write)] } ?? [] },
+                                    nonblocking: nonblocking) { [self] grant, consent in
+                if inPlace {
+                    // In-place files take their claim for the open only, as for each operation.
+                    if let grant { claims.release(grant) }
+                    openInPlace(pending, node, copy, grant: nil, consent: consent)
+                } else {
+                    openForSave(pending, node, copy, grant: grant, consent: consent)
                 }
             }
         } else {
             let mode: ClaimMode = options.strictReads ? .read : .snapshotRead
-            consultPresenters(request, [PresenterAsk(.save, path)]) { [self] _ in
-                withClaims(pending.raw, { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, mode)] } ?? [] }, nonblocking: nonblocking) { [self] grant in
-                    var held = grant
-                    if !options.strictReads, let grant { claims.release(grant); held = nil }
-                    openForReading(pending, node, copy, grant: held)
-                }
+            withPresentersAndClaims(request, asking: [PresenterAsk(.save, path)],
+                                    claims: { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, mode)] } ?? [] },
+                                    nonblocking: nonblocking) { [self] grant, _ in
+                var held = grant
+                if !options.strictReads, let grant { claims.release(grant); held = nil }
+                openForReading(pending, node, copy, grant: held)
             }
         }
     }
@@ -145,8 +145,8 @@ extension FileSystem {
     /// version committed now, through the page cache unless an older version may be in it.
     private func openForReading(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?) {
         let flags = copy.info.flags
-        let reader = owner(of: request.raw)
         let origin = origin(of: request.raw)
+        let reader = ClaimOwner.process(origin.pid)
         replyOpen(request, copy, grant: grant, consent: .nobodyAsked) { () throws(Errno) -> OpenFile in
             if let save = activity.save(of: node) {
                 if save.owner == reader, !save.hasFailed {
@@ -167,7 +167,7 @@ extension FileSystem {
         let flags = copy.info.flags
         let origin = origin(of: request.raw)
         replyOpen(request, copy, grant: grant, consent: consent) { () throws(Errno) -> OpenFile in
-            let save = try saveForWriting(node, owner: owner(of: request.raw))
+            let save = try saveForWriting(node, owner: .process(origin.pid))
             if flags & O_TRUNC != 0 {
                 let dropsSetID = canChangeOwners && fuse_req_ctx(request.raw)!.pointee.uid != 0
                 do throws(Errno) {
@@ -252,15 +252,14 @@ extension FileSystem {
         let pending = PendingRequest(raw: request)
         guard let path = nodes.path(of: parent)?.appending(nameString) else { return reply(request, error: .noSuchFileOrDirectory) }
         let inPlace = writesInPlace(nil, path: path)
-        consultPresenters(request, [PresenterAsk(.relinquish, path)]) { [self] consent in
-            withClaims(pending.raw, { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(nameString), .write)] } ?? [] },
-                       nonblocking: copy.info.flags & O_NONBLOCK != 0) { [self] grant in
-                if inPlace {
-                    if let grant { claims.release(grant) }
-                    createInPlace(pending, parent, nameString, mode, copy, consent: consent)
-                } else {
-                    createStaged(pending, parent, nameString, mode, copy, grant: grant, consent: consent)
-                }
+        withPresentersAndClaims(request, asking: [PresenterAsk(.relinquish, path)],
+                                claims: { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(nameString), .write)] } ?? [] },
+                                nonblocking: copy.info.flags & O_NONBLOCK != 0) { [self] grant, consent in
+            if inPlace {
+                if let grant { claims.release(grant) }
+                createInPlace(pending, parent, nameString, mode, copy, consent: consent)
+            } else {
+                createStaged(pending, parent, nameString, mode, copy, grant: grant, consent: consent)
             }
         }
     }
@@ -295,8 +294,8 @@ extension FileSystem {
     private func createStaged(_ request: PendingRequest, _ parent: Node, _ name: String, _ mode: mode_t, _ copy: FileInfoCopy,
                               grant: ClaimGrant?, consent: PresenterConsent) {
         var info = copy.info
-        let owner = owner(of: request.raw)
         let origin = origin(of: request.raw)
+        let owner = ClaimOwner.process(origin.pid)
         do throws(Errno) {
             if let existing = activity.pendingSave(PendingName(directory: parent.id, name: name)) {
                 // Our own pending file, which the kernel forgot: O_EXCL still means it exists.

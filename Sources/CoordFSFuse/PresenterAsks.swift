@@ -93,18 +93,32 @@ extension FileSystem {
 }
 
 extension FileSystem {
+    /// Asks the presenters, then takes the claims, and runs `body` with both: what every
+    /// coordinated operation does before it acts. `body` replies, and owns the grant and the
+    /// consent from then on. When the claims cannot be had (timeout, interrupt, O_NONBLOCK),
+    /// the presenters that stepped aside are told to reacquire at once.
+    func withPresentersAndClaims(_ request: fuse_req_t, asking asks: @autoclosure () -> [PresenterAsk],
+                                 claims claimsNow: @escaping @Sendable () -> [ClaimRequest], nonblocking: Bool = false,
+                                 _ body: @escaping @Sendable (ClaimGrant?, PresenterConsent) -> Void) {
+        let pending = PendingRequest(raw: request)
+        consultPresenters(request, asks()) { [self] (consent: PresenterConsent) in
+            var giveBack: (@Sendable () -> Void)? = nil
+            if !consent.relinquished.isEmpty { giveBack = { [self] in reacquire(consent) } }
+            withClaims(pending.raw, claimsNow, nonblocking: nonblocking, whenRefused: giveBack) { (grant: ClaimGrant?) in
+                body(grant, consent)
+            }
+        }
+    }
+
     /// The whole coordination of an operation that holds its claims only while it runs: ask
     /// the presenters, take the claims, run `body` (which replies), then release the claims
     /// and tell the presenters that stepped aside.
     func coordinated(_ request: fuse_req_t, asking asks: @autoclosure () -> [PresenterAsk],
                      claims claimsNow: @escaping @Sendable () -> [ClaimRequest], _ body: @escaping @Sendable () -> Void) {
-        let pending = PendingRequest(raw: request)
-        consultPresenters(request, asks()) { [self] consent in
-            withClaims(pending.raw, claimsNow) { [self] grant in
-                body()
-                if let grant { claims.release(grant) }
-                reacquire(consent)
-            }
+        withPresentersAndClaims(request, asking: asks(), claims: claimsNow) { [self] (grant: ClaimGrant?, consent: PresenterConsent) in
+            body()
+            if let grant { claims.release(grant) }
+            reacquire(consent)
         }
     }
 }

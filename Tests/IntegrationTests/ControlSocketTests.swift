@@ -175,6 +175,29 @@ import Testing
         }
     }
 
+    /// A presenter that stepped aside for a writer that then could not have its claim (here
+    /// O_NONBLOCK against another writer) is told to reacquire at once, not left aside.
+    @Test func aPresenterIsGivenBackWhatAFailedWriterAskedFor() throws {
+        try withMount { scratch in
+            try "old\n".write(toFile: scratch.mountpoint + "/f", atomically: false, encoding: .utf8)
+            let presenter = try Self.startPresenter(in: scratch, of: "f", answering: "relinquish", behaviour: "ok")
+            defer { presenter.stop() }
+            let output = try CoordinationTests.python(#"""
+                import os, errno, subprocess
+                holder = subprocess.Popen(['python3', '-c', "import os, sys; fd = os.open('f', os.O_WRONLY); print('held', flush=True); sys.stdin.readline()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                holder.stdout.readline()
+                try: os.open('f', os.O_WRONLY | os.O_NONBLOCK); print('opened')
+                except OSError as e: print('nonblock', errno.errorcode[e.errno])
+                holder.communicate(b'\n')
+                """#, in: scratch.mountpoint)
+            #expect(output == "nonblock EAGAIN\n", "\(output)")
+            // Two asks (the holder, the refused writer), and each ends with its reacquire.
+            #expect(ControlSocketTests.eventually { presenter.output.components(separatedBy: "notify reacquire /f").count == 3 },
+                    "\(presenter.output)")
+            #expect(presenter.asks.count == 2, "\(presenter.output)")
+        }
+    }
+
     /// A presenter that refuses `accommodate-deletion` stops `rm` with EBUSY and the file stays;
     /// once the presenter has gone, nothing stands in the way.
     @Test func aRefusingPresenterKeepsAFileUntilItGoes() throws {
