@@ -37,6 +37,10 @@ int csys_fallocate(int fd, int mode, off_t offset, off_t length) {
     return fallocate(fd, mode, offset, length);
 }
 
+int csys_start_writeback(int fd) {
+    return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
 ssize_t csys_copy_file_range(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t length, unsigned int flags) {
     return copy_file_range(fd_in, off_in, fd_out, off_out, length, flags);
 }

@@ -20,6 +20,12 @@ public final class FileSystem: Sendable {
     let canChangeOwners: Bool
     /// `options.durability` as the backing filesystem needs it (see `Durability.needed(on:)`).
     let commitDurability: Durability
+    /// The backing filesystem writes a file's data before a rename that replaces another file
+    /// (so `commitDurability` asks no fsync for that), but not before an exchange: a commit
+    /// that exchanges starts the writeback itself (see `StagedFile.exchange`).
+    let startsWritebackBeforeExchange: Bool
+    /// Files replaced by commits, emptied, for the next saves in their directories to reuse.
+    let spares = SparePool()
     /// Set once by the session before the mount serves its first request, never changed after.
     nonisolated(unsafe) var evictor: NodeEvictor?
     nonisolated(unsafe) var notifier: KernelNotifier?
@@ -43,6 +49,7 @@ public final class FileSystem: Sendable {
         self.nodes = try NodeTable(root: root)
         let filesystem = MountTable.current().mount(ofDevice: UInt64(device))
         self.commitDurability = options.durability.needed(on: filesystem)
+        self.startsWritebackBeforeExchange = options.durability == .replacing && commitDurability == .none
         if commitDurability != options.durability {
             logger.info("the backing filesystem orders a replacing rename after the new file's data; commits need no fsync for that",
                         metadata: ["filesystem": "\(filesystem?.filesystemType ?? "?") \(filesystem?.superOptions ?? "")", "durability": "\(options.durability)"])

@@ -27,13 +27,17 @@ final class OpenFile: KernelHandle, Sendable {
     let origin: ChangeOrigin
     /// Presenters that stepped aside for this open, told to reacquire at its release.
     let consent: PresenterConsent
+    /// Counts the handle on its node for as long as it lives (see `Node.openHandle`).
+    let counted: CountedHandle
 
-    init(node: Node, own: SharedDescriptor?, save: Save?, isWriter: Bool, appends: Bool, usesPageCache: Bool, grant: ClaimGrant?,
+    init(_ counted: CountedHandle, own: SharedDescriptor?, save: Save?, isWriter: Bool, appends: Bool, usesPageCache: Bool, grant: ClaimGrant?,
          origin: ChangeOrigin, consent: PresenterConsent = .nobodyAsked, cachedReader: ClaimOwner? = nil) {
+        self.counted = counted
+        self.node = counted.node
+        save?.bindHandle()
         self.cachedReader = cachedReader
         self.origin = origin
         self.consent = consent
-        self.node = node
         self.own = own
         self.save = save
         self.isWriter = isWriter
@@ -42,8 +46,28 @@ final class OpenFile: KernelHandle, Sendable {
         self.grant = grant
     }
 
+    deinit {
+        save?.unbindHandle()
+    }
+
     /// The descriptor reads go to now; hold it for the read's duration.
     var readable: SharedDescriptor { save?.current ?? own! }
+}
+
+/// One open handle counted on its node, from before the open reads the node's backing until
+/// the handle is gone: a commit keeps the file it replaces for reuse only when no handle but
+/// its own save's is counted (see `SpareFile`). Sendable: immutable.
+final class CountedHandle: Sendable {
+    let node: Node
+
+    init(_ node: Node) {
+        self.node = node
+        node.openHandle()
+    }
+
+    deinit {
+        node.closeHandle()
+    }
 }
 
 /// The parts of a `fuse_file_info` an operation needs after the callback returned (libfuse's
@@ -133,10 +157,10 @@ extension FileSystem {
     /// Opens the backing object itself: reads and writes go straight to it.
     private func openInPlace(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?, consent: PresenterConsent) {
         let flags = copy.info.flags
-        replyOpen(request, copy, grant: grant, consent: consent) { () throws(Errno) -> OpenFile in
+        replyOpen(request, node, copy, grant: grant, consent: consent) { (counted) throws(Errno) -> OpenFile in
             let descriptor = try reopen(node, flags: backingFlags(flags))
             if flags & O_TRUNC != 0 { try clearSetIDBitsOnTruncatingOpen(request.raw, descriptor.raw) }
-            return OpenFile(node: node, own: SharedDescriptor(descriptor), save: nil, isWriter: opensForChange(flags),
+            return OpenFile(counted, own: SharedDescriptor(descriptor), save: nil, isWriter: opensForChange(flags),
                             appends: false, usesPageCache: true, grant: grant, origin: origin(of: request.raw), consent: consent)
         }
     }
@@ -147,17 +171,17 @@ extension FileSystem {
         let flags = copy.info.flags
         let origin = origin(of: request.raw)
         let reader = ClaimOwner.process(origin.pid)
-        replyOpen(request, copy, grant: grant, consent: .nobodyAsked) { () throws(Errno) -> OpenFile in
+        replyOpen(request, node, copy, grant: grant, consent: .nobodyAsked) { (counted) throws(Errno) -> OpenFile in
             if let save = activity.save(of: node) {
                 if save.owner == reader, !save.hasFailed {
-                    return OpenFile(node: node, own: nil, save: save, isWriter: false, appends: false, usesPageCache: false,
+                    return OpenFile(counted, own: nil, save: save, isWriter: false, appends: false, usesPageCache: false,
                                     grant: grant, origin: origin)
                 }
                 if !save.target.exists { throw .noSuchFileOrDirectory } // created, not committed yet
             }
             let descriptor = try reopen(node, flags: backingFlags(flags))
             let cached = activity.openReader(of: node, owner: reader)
-            return OpenFile(node: node, own: SharedDescriptor(descriptor), save: nil, isWriter: false, appends: false,
+            return OpenFile(counted, own: SharedDescriptor(descriptor), save: nil, isWriter: false, appends: false,
                             usesPageCache: cached, grant: grant, origin: origin, cachedReader: cached ? reader : nil)
         }
     }
@@ -166,7 +190,7 @@ extension FileSystem {
     private func openForSave(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?, consent: PresenterConsent) {
         let flags = copy.info.flags
         let origin = origin(of: request.raw)
-        replyOpen(request, copy, grant: grant, consent: consent) { () throws(Errno) -> OpenFile in
+        replyOpen(request, node, copy, grant: grant, consent: consent) { (counted) throws(Errno) -> OpenFile in
             let save = try saveForWriting(node, owner: .process(origin.pid))
             if flags & O_TRUNC != 0 {
                 let dropsSetID = canChangeOwners && fuse_req_ctx(request.raw)!.pointee.uid != 0
@@ -180,7 +204,7 @@ extension FileSystem {
                     throw error
                 }
             }
-            return OpenFile(node: node, own: nil, save: save, isWriter: true, appends: flags & O_APPEND != 0,
+            return OpenFile(counted, own: nil, save: save, isWriter: true, appends: flags & O_APPEND != 0,
                             usesPageCache: false, grant: grant, origin: origin, consent: consent)
         }
     }
@@ -189,18 +213,19 @@ extension FileSystem {
     private func saveForWriting(_ node: Node, owner: ClaimOwner) throws(Errno) -> Save {
         if let existing = activity.joinSave(of: node) { return existing }
         guard let (directory, name) = nodes.location(of: node) else { throw .noSuchFileOrDirectory }
-        let candidate = Save(node: node, owner: owner, committed: try reopen(node, flags: O_RDONLY), directory: directory, name: name)
+        let candidate = Save(node: node, owner: owner, committed: try reopen(node, flags: O_RDONLY), directory: directory, name: name,
+                             spares: spares)
         return activity.installSave(candidate)
     }
 
-    /// Builds the handle with `make` and sends the open reply; when that fails, the claim
-    /// taken for the open goes, the presenters that stepped aside are told so, and the error
-    /// is the reply.
-    private func replyOpen(_ request: PendingRequest, _ copy: FileInfoCopy, grant: ClaimGrant?, consent: PresenterConsent,
-                           _ make: () throws(Errno) -> OpenFile) {
+    /// Builds the handle of `node` with `make` and sends the open reply; when that fails, the
+    /// claim taken for the open goes, the presenters that stepped aside are told so, and the
+    /// error is the reply.
+    private func replyOpen(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?, consent: PresenterConsent,
+                           _ make: (CountedHandle) throws(Errno) -> OpenFile) {
         var info = copy.info
         do throws(Errno) {
-            let handle = try make()
+            let handle = try make(CountedHandle(node))
             configureCaching(&info, handle)
             handle.attach(to: &info)
             if fuse_reply_open(request.raw, &info) != 0, let handle = OpenFile.take(&info) { releaseHandle(handle) }
@@ -274,7 +299,7 @@ extension FileSystem {
             try giveToCaller(request.raw, parent: parent, name: name, descriptor: descriptor.raw, mode: mode)
             var entry = try lookUp(parent, name)
             publish(.created, origin: origin, path: nodes.path(of: parent)?.appending(name), isDirectory: false, size: 0)
-            let handle = OpenFile(node: try node(entry.ino), own: SharedDescriptor(descriptor), save: nil, isWriter: true,
+            let handle = OpenFile(CountedHandle(try node(entry.ino)), own: SharedDescriptor(descriptor), save: nil, isWriter: true,
                                   appends: false, usesPageCache: true, grant: nil, origin: origin, consent: consent)
             configureCaching(&info, handle)
             handle.attach(to: &info)
@@ -313,12 +338,12 @@ extension FileSystem {
             var entry = try lookUp(parent, stagedName)
             let node = try self.node(entry.ino)
             nodes.moved(node.identity, to: parent, name: name)
-            let save = try Save(node: node, owner: owner, creating: staged, directory: parent, name: name)
+            let save = try Save(node: node, owner: owner, creating: staged, directory: parent, name: name, spares: spares)
             _ = activity.installSave(save, pendingName: PendingName(directory: parent.id, name: name))
             // Only the creator may see the file: others reach the same cached name, so the kernel
             // must ask for attributes each time (getattr and open answer others ENOENT).
             entry.attr_timeout = 0
-            let handle = OpenFile(node: node, own: nil, save: save, isWriter: true, appends: info.flags & O_APPEND != 0,
+            let handle = OpenFile(CountedHandle(node), own: nil, save: save, isWriter: true, appends: info.flags & O_APPEND != 0,
                                   usesPageCache: false, grant: grant, origin: origin, consent: consent)
             configureCaching(&info, handle)
             handle.attach(to: &info)
@@ -452,20 +477,36 @@ extension FileSystem {
         // only the owner's closes commit; a save whose owner closed first commits at release.
         guard owner(of: request) == save.owner else { return replyOK(request) }
         do throws(Errno) {
-            let replaced = try commit(save, origin: origin(of: request))
+            let report = try commit(save, origin: origin(of: request))
             replyOK(request)
-            withExtendedLifetime(replaced) {} // the replaced file goes only now, after the program's close returned
+            finish(report) // after the program's close returned
         } catch {
             reply(request, error: error)
         }
     }
 
-    /// Commits a save's changes and tells the kernel and subscribers. Returns the node's backing
-    /// from before the commit, for the caller to drop once it has replied.
+    /// What a commit leaves to do once the request is answered: empty the replaced file and
+    /// keep it as a spare (or remove it), and drop the node's old backing (which may close
+    /// the replaced file's last descriptor, freeing its blocks).
+    func finish(_ report: CommitReport?) {
+        guard let report, let candidate = report.spare else { return }
+        let directory = candidate.directory.directory
+        do throws(Errno) {
+            let emptied = try reopen(descriptor: candidate.version.descriptor.raw, flags: O_RDWR | O_TRUNC)
+            let spare = SpareFile(name: candidate.name, descriptor: emptied, directory: candidate.directory)
+            for extra in spares.add(spare, in: candidate.directory.identity) { extra.remove() }
+        } catch {
+            DirectoryTimes.keeping(of: directory) { () -> Void in _ = try? Syscall.unlink(at: directory, candidate.name, flags: 0) }
+        }
+    }
+
+    /// Commits a save's changes and tells the kernel and subscribers. Returns the report, for
+    /// the caller to `finish` once it has replied.
     @discardableResult
-    func commit(_ save: Save, origin: ChangeOrigin, onlyWithoutWriters: Bool = false) throws(Errno) -> NodeBacking? {
+    func commit(_ save: Save, origin: ChangeOrigin, onlyWithoutWriters: Bool = false) throws(Errno) -> CommitReport? {
         let processDescriptors = self.processDescriptors.raw
-        guard let report = try save.commit(durability: commitDurability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters, reopenAsPath: { (descriptor) throws(Errno) -> OwnedDescriptor in
+        guard let report = try save.commit(durability: commitDurability, startingWriteback: startsWritebackBeforeExchange, nodes: nodes,
+                                           onlyWithoutWriters: onlyWithoutWriters, reopenAsPath: { (descriptor) throws(Errno) -> OwnedDescriptor in
             try withDescriptorPath(descriptor, prefix: "") { (name) throws(Errno) -> OwnedDescriptor in
                 try Syscall.openAt(processDescriptors, name, Linux.O_PATH)
             }
@@ -475,7 +516,7 @@ extension FileSystem {
         let node = save.node
         notifier?.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) }
         publish(report.created ? .created : .changed, origin: origin, path: report.path, isDirectory: false, size: report.size)
-        return report.replaced
+        return report
     }
 
     func release(_ request: fuse_req_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
@@ -507,7 +548,7 @@ extension FileSystem {
     func endWriter(of save: Save, origin: ChangeOrigin) {
         guard save.removeWriter() else { return }
         do throws(Errno) {
-            try commit(save, origin: origin, onlyWithoutWriters: true)
+            finish(try commit(save, origin: origin, onlyWithoutWriters: true))
         } catch {
             logger.error("commit failed; the committed file is unchanged", metadata: ["path": "\(nodes.path(of: save.node)?.description ?? "?")", "error": "\(error)"])
         }

@@ -87,7 +87,9 @@ extension FileSystem {
                 }
                 do throws(Errno) {
                     let status = try Syscall.stat(at: parent.directory, nameString)
-                    try Syscall.unlink(at: parent.directory, nameString, flags: flags)
+                    try removingSpares(of: { FileIdentity(status) }) { () throws(Errno) in
+                        try Syscall.unlink(at: parent.directory, nameString, flags: flags)
+                    }
                     let isDirectory = (status.st_mode & S_IFMT) == S_IFDIR
                     let remaining = isDirectory ? 0 : UInt64(status.st_nlink) - 1
                     if let removed = nodes.removedName(FileIdentity(status), parent: parent, name: nameString, remainingLinks: remaining),
@@ -134,7 +136,9 @@ extension FileSystem {
                 }
                 let moving = try Syscall.stat(at: source.directory, sourceName)
                 let replaced: stat? = try? Syscall.stat(at: destination.directory, destinationName)
-                try Syscall.rename(source.directory, sourceName, to: destination.directory, destinationName, flags: flags)
+                try removingSpares(of: { replaced.map(FileIdentity.init) }) { () throws(Errno) in
+                    try Syscall.rename(source.directory, sourceName, to: destination.directory, destinationName, flags: flags)
+                }
 
                 if let replaced, FileIdentity(replaced) != FileIdentity(moving) {
                     if flags & Linux.RENAME_EXCHANGE != 0 {
@@ -160,6 +164,21 @@ extension FileSystem {
             } catch {
                 reply(pending.raw, error: error)
             }
+        }
+    }
+
+    /// Runs a step that removes or replaces a directory. Spares (see `SpareFile`) are hidden
+    /// from the mount, so a directory that holds nothing else is empty to its users: when the
+    /// step fails with ENOTEMPTY, the spares in `directory` go and the step runs once more.
+    private func removingSpares(of directory: () -> FileIdentity?, _ step: () throws(Errno) -> Void) throws(Errno) {
+        do throws(Errno) {
+            try step()
+        } catch .directoryNotEmpty where spares.count > 0 {
+            guard let identity = directory() else { throw .directoryNotEmpty }
+            let removed = spares.takeAll(in: identity)
+            if removed.isEmpty { throw .directoryNotEmpty }
+            for spare in removed { spare.remove() }
+            try step()
         }
     }
 

@@ -26,6 +26,17 @@ struct CommitReport: Sendable {
     /// Dropping the last reference closes what may be the replaced file's last descriptor, and
     /// the filesystem then frees its blocks: tens of microseconds better spent after the reply.
     let replaced: NodeBacking?
+    /// The replaced file, kept under the temp's name to become a spare (see `SpareFile`).
+    let spare: SpareCandidate?
+}
+
+/// A file a commit replaced and kept, under the temp's name in `directory`: nobody had it
+/// open and it had no other name, so once emptied it can be the next temp there.
+struct SpareCandidate: Sendable {
+    let name: String
+    /// The node's backing before the commit: its `O_PATH` descriptor reaches the file.
+    let version: NodeBacking
+    let directory: Node
 }
 
 /// The pending atomic save of one file by one owner: every handle that owner opens for
@@ -36,10 +47,17 @@ struct CommitReport: Sendable {
 /// beside the file (a copy, or empty for O_TRUNC), and every later change goes there. A
 /// commit renames the temp over the file; a change after a commit stages again.
 ///
-/// Sendable: `node`, `owner` and `inPlace` never change; everything else is in `state`.
+/// Sendable: `node`, `owner` and `spares` never change; the handle count is atomic;
+/// everything else is in `state`.
 final class Save: Sendable {
     let node: Node
     let owner: ClaimOwner
+    /// Where staging takes a spare from, instead of creating a temp; nil keeps no spares.
+    let spares: SparePool?
+    /// Open handles that read or write through this save (its writers, and its owner's readers
+    /// while it lasts). A commit compares it with the node's open handles: when they are equal,
+    /// nobody else can be reading the version it replaces.
+    private let boundHandles = Atomic<Int>(0)
 
     private struct State: ~Copyable {
         /// What the owner reads and writes: the committed file until the first change, then the temp.
@@ -67,16 +85,18 @@ final class Save: Sendable {
     private let state: Mutex<State>
 
     /// A save of an existing file, reading `committed` until its first change.
-    init(node: Node, owner: ClaimOwner, committed: consuming OwnedDescriptor, directory: Node, name: String) {
+    init(node: Node, owner: ClaimOwner, committed: consuming OwnedDescriptor, directory: Node, name: String, spares: SparePool?) {
         self.node = node
         self.owner = owner
+        self.spares = spares
         self.state = Mutex(State(current: SharedDescriptor(committed), staged: nil, directory: directory, name: name, exists: true))
     }
 
     /// A save of a file being created: `staged` is its temp, which the node already stands for.
-    init(node: Node, owner: ClaimOwner, creating staged: consuming StagedFile, directory: Node, name: String) throws(Errno) {
+    init(node: Node, owner: ClaimOwner, creating staged: consuming StagedFile, directory: Node, name: String, spares: SparePool?) throws(Errno) {
         self.node = node
         self.owner = owner
+        self.spares = spares
         let current = try Syscall.duplicate(staged.descriptor.raw)
         var initial = State(current: SharedDescriptor(current), staged: staged, directory: directory, name: name, exists: false)
         initial.currentIsWritable = true
@@ -86,6 +106,9 @@ final class Save: Sendable {
     // MARK: Handles
 
     func addWriter() { state.withLock { $0.writers += 1 } }
+
+    func bindHandle() { boundHandles.add(1, ordering: .relaxed) }
+    func unbindHandle() { boundHandles.subtract(1, ordering: .relaxed) }
 
     /// Whether no handle writes through the save now (read under its lock).
     var hasNoWriters: Bool { state.withLock { $0.writers == 0 } }
@@ -131,8 +154,13 @@ final class Save: Sendable {
             if state.staged == nil {
                 let directory = state.directory.directory
                 let current = state.current.raw
-                let staged = try Self.keepingTimes(of: directory) { () throws(Errno) -> StagedFile in
-                    try StagedFile.stage(in: directory, replacing: current, copyContents: !truncating, owner: nil, mode: 0)
+                let staged: StagedFile
+                if let spare = spares?.take(in: state.directory.identity) {
+                    staged = try StagedFile.reuse(spare, replacing: current, copyContents: !truncating)
+                } else {
+                    staged = try DirectoryTimes.keeping(of: directory) { () throws(Errno) -> StagedFile in
+                        try StagedFile.stage(in: directory, replacing: current, copyContents: !truncating, owner: nil, mode: 0)
+                    }
                 }
                 state.current = SharedDescriptor(try reopen(staged.descriptor.raw, O_RDWR))
                 state.currentIsWritable = true
@@ -151,7 +179,11 @@ final class Save: Sendable {
     /// Returns nil when there was nothing to commit; throws the failure of an earlier change.
     /// With `onlyWithoutWriters`, commits only if no writer joined meanwhile (the last writer's
     /// release): a writer that joined commits at its own close.
-    func commit(durability: Durability, nodes: NodeTable, onlyWithoutWriters: Bool = false,
+    ///
+    /// With a spare pool, a commit over a file that nobody else has open exchanges the temp with
+    /// it instead, and reports the replaced file as a spare candidate. `startingWriteback`:
+    /// see `StagedFile.exchange`.
+    func commit(durability: Durability, startingWriteback: Bool, nodes: NodeTable, onlyWithoutWriters: Bool = false,
                 reopenAsPath: (Int32) throws(Errno) -> OwnedDescriptor) throws(Errno) -> CommitReport? {
         try state.withLock { (state) throws(Errno) -> CommitReport? in
             if onlyWithoutWriters && state.writers > 0 { return nil }
@@ -159,11 +191,19 @@ final class Save: Sendable {
             guard !state.discarded, let staged = state.staged.take() else { return nil }
             let directory = state.directory.directory
             let name = state.name
+            // The version this commit replaces, when it may be kept: no handle but ours is open.
+            let keepable = spares != nil && state.exists && node.openHandleCount == boundHandles.load(ordering: .relaxed)
+                ? node.backing : nil
+            var kept: NodeBacking?
             do throws(Errno) {
                 if state.exists {
                     let level = durability.forCommit(replacingExistingFile: true)
-                    try Self.keepingTimes(of: directory) { () throws(Errno) in
-                        try staged.commit(in: directory, as: name, durability: level)
+                    try DirectoryTimes.keeping(of: directory) { () throws(Errno) in
+                        if let keepable, try staged.exchange(in: directory, with: name, durability: level, startingWriteback: startingWriteback) {
+                            kept = try Self.checkExchanged(keepable, in: directory, as: staged.name, target: name)
+                        } else {
+                            try staged.commit(in: directory, as: name, durability: level)
+                        }
                     }
                 } else {
                     // A new name: the directory did change.
@@ -179,11 +219,39 @@ final class Save: Sendable {
             let status = try Syscall.stat(state.current.raw)
             let identity = FileIdentity(status)
             var replaced: NodeBacking?
+            var openHandles = 0
             if identity != node.identity {
-                replaced = nodes.replaceBacking(of: node, with: try reopenAsPath(state.current.raw), identity: identity)
+                (replaced, openHandles) = nodes.replaceBacking(of: node, with: try reopenAsPath(state.current.raw), identity: identity)
             }
-            return CommitReport(created: created, path: nodes.path(of: node), size: Int64(status.st_size), replaced: replaced)
+            var spare: SpareCandidate?
+            if let kept {
+                if kept === replaced && openHandles == boundHandles.load(ordering: .relaxed) {
+                    spare = SpareCandidate(name: staged.name, version: kept, directory: state.directory)
+                } else {
+                    // Someone opened it meanwhile: it goes as a rename would have removed it.
+                    DirectoryTimes.keeping(of: directory) { () -> Void in _ = staged.discard(in: directory) }
+                }
+            }
+            return CommitReport(created: created, path: nodes.path(of: node), size: Int64(status.st_size),
+                                replaced: replaced, spare: spare)
         }
+    }
+
+    /// After an exchange: the temp's name holds what the target had. Returns `expected` when
+    /// that is it, with no other name, to keep. Anything else (the backing changed behind the
+    /// mount) goes as a rename over it would have removed it; a directory is swapped back,
+    /// and the commit fails as a rename over a directory does.
+    private static func checkExchanged(_ expected: NodeBacking, in directory: Int32, as name: String, target: String) throws(Errno) -> NodeBacking? {
+        let status = try? Syscall.stat(at: directory, name)
+        if let status, status.st_mode & S_IFMT == S_IFDIR {
+            try? Syscall.rename(directory, name, to: directory, target, flags: Linux.RENAME_EXCHANGE)
+            throw .isDirectory
+        }
+        if let status, FileIdentity(status) == expected.identity, status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1 {
+            return expected
+        }
+        _ = try? Syscall.unlink(at: directory, name, flags: 0)
+        return nil
     }
 
     /// Throws away uncommitted changes (the owner unlinked the file, or the save failed).
@@ -192,7 +260,7 @@ final class Save: Sendable {
             state.discarded = true
             if let staged = state.staged.take() {
                 let directory = state.directory.directory
-                Self.keepingTimes(of: directory) { () -> Void in staged.discard(in: directory) }
+                DirectoryTimes.keeping(of: directory) { () -> Void in staged.discard(in: directory) }
             }
         }
     }
@@ -202,23 +270,8 @@ final class Save: Sendable {
         state.withLock { state in
             guard state.failure != nil, state.writers == 0, let staged = state.staged.take() else { return }
             let directory = state.directory.directory
-            Self.keepingTimes(of: directory) { () -> Void in staged.discard(in: directory) }
+            DirectoryTimes.keeping(of: directory) { () -> Void in staged.discard(in: directory) }
         }
-    }
-
-    /// Runs a step that adds, renames over or removes a temp in `directory`, then puts the
-    /// directory's modification time back: saving a file does not change its directory on a
-    /// plain disk (rsync, make and backups look at it). A change by someone else inside the
-    /// step's few microseconds would lose its time update; the change itself stays.
-    @discardableResult
-    private static func keepingTimes<R: ~Copyable, E: Error>(of directory: Int32, _ step: () throws(E) -> R) throws(E) -> R {
-        let before = try? Syscall.statOfPathDescriptor(directory)
-        let result = try step()
-        if let before {
-            let times = (timespec(tv_sec: 0, tv_nsec: Linux.UTIME_OMIT), before.st_mtim)
-            try? Syscall.setTimes(at: directory, "", times, flags: Linux.AT_EMPTY_PATH)
-        }
-        return result
     }
 
     /// The owner renamed the file: the pending commit goes to the new name.

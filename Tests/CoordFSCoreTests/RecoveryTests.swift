@@ -111,6 +111,17 @@ import Testing
     }
 
     /// A sweep in the same second as an earlier one adds to its folder without replacing anything.
+    /// An empty temp holds nothing to recover (a spare kept for reuse looks like that): deleted.
+    @Test func emptyTempsAreDeleted() throws {
+        let empty = StagingName.make()
+        let full = StagingName.make()
+        #expect(scratch.shell("mkdir a && : > a/\(empty) && echo data > a/\(full)"))
+        let recovered = try Recovery.sweep(backingRoot: scratch.raw, now: now)
+        #expect(recovered.map(\.originalPath.description) == ["/a/\(full)"])
+        #expect(!scratch.exists("a/\(empty)"))
+        #expect(!scratch.exists("\(folder)/a/\(empty)"))
+    }
+
     @Test func sameSecondTwiceKeepsBoth() throws {
         let temp = StagingName.make()
         #expect(scratch.shell("echo first > \(temp)"))

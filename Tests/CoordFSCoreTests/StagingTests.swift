@@ -424,6 +424,87 @@ import Testing
         #expect(staged.discard(in: scratch.raw) == nil) // already gone: fine
     }
 
+    // MARK: Exchange and spares
+
+    /// An exchange commits as a rename does, and keeps the replaced file under the temp's name:
+    /// a reader of the old version still reads it, and the directory holds both names.
+    @Test(arguments: Durability.allCases)
+    func exchangeCommitsAndKeepsTheReplacedFile(durability: Durability) throws {
+        try scratch.write("doc.txt", Array("old version".utf8))
+        let old = FileIdentity(try scratch.status("doc.txt"))
+        let reader = try Syscall.openAt(scratch.raw, "doc.txt", O_RDONLY)
+        let staged = try stageCopy(of: "doc.txt", copyContents: false)
+        try scratch.write(staged.descriptor.raw, Array("the new version".utf8))
+
+        #expect(try staged.exchange(in: scratch.raw, with: "doc.txt", durability: durability, startingWriteback: true))
+        #expect(try scratch.read("doc.txt") == Array("the new version".utf8))
+        #expect(FileIdentity(try scratch.status("doc.txt")) == FileIdentity(try Syscall.stat(staged.descriptor.raw)))
+        #expect(FileIdentity(try scratch.status(staged.name)) == old)
+        #expect(try ScratchDirectory.readAll(reader.raw) == Array("old version".utf8))
+        #expect(try temps() == [staged.name])
+    }
+
+    /// No target (removed behind the mount): nothing changes, and a plain commit is the way.
+    @Test func exchangeWithoutATargetChangesNothing() throws {
+        let staged = try StagedFile.stage(in: scratch.raw, replacing: nil, copyContents: false, owner: nil, mode: 0o644)
+        #expect(try !staged.exchange(in: scratch.raw, with: "missing", durability: .none, startingWriteback: false))
+        #expect(try temps() == [staged.name])
+        #expect(!scratch.exists("missing"))
+    }
+
+    /// A spare that was another file, with metadata of its own, becomes a temp exactly like a
+    /// fresh one: the target's contents (or none), mode, owner and attributes, and nothing
+    /// the spare had; it keeps its name and inode, and the directory gains no entry.
+    @Test(arguments: [true, false])
+    func reusedSpareBecomesTheTempAFreshStageWouldBe(copyContents: Bool) throws {
+        let table = try NodeTable(root: try Syscall.openAt(scratch.raw, ".", Linux.O_PATH | O_DIRECTORY))
+        try scratch.write("file", randomBytes(20000))
+        let aclSet = try decorate("file")
+        let spareName = StagingName.make()
+        #expect(scratch.shell("printf 'other file, old' > \(spareName) && chmod 4700 \(spareName) && setfattr -n user.stale -v x \(spareName)"))
+        let spareInode = FileIdentity(try scratch.status(spareName))
+        let spare = SpareFile(name: spareName, descriptor: try Syscall.openAt(scratch.raw, spareName, O_RDWR), directory: table.root)
+
+        let target = try Syscall.openAt(scratch.raw, "file", O_RDONLY)
+        let staged = try StagedFile.reuse(spare, replacing: target.raw, copyContents: copyContents)
+        #expect(staged.name == spareName)
+        #expect(FileIdentity(try Syscall.stat(staged.descriptor.raw)) == spareInode)
+        let expected = copyContents ? try scratch.read("file") : []
+        #expect(try ScratchDirectory.readAll(staged.descriptor.raw) == expected)
+        try expectSameMetadata("file", staged.descriptor.raw, aclSet: aclSet)
+        #expect(try temps() == [spareName])
+    }
+
+    /// The pool: a few spares per directory, a bound in all with the least recently used
+    /// directory giving way, and every spare of a directory on request.
+    @Test func sparePoolBoundsAndOrder() throws {
+        let table = try NodeTable(root: try Syscall.openAt(scratch.raw, ".", Linux.O_PATH | O_DIRECTORY))
+        let pool = SparePool(perDirectory: 2, capacity: 3)
+        func spare(_ name: String) throws -> SpareFile {
+            try scratch.write(name, [])
+            return SpareFile(name: name, descriptor: try Syscall.openAt(scratch.raw, name, O_RDWR), directory: table.root)
+        }
+        let a = FileIdentity(device: 1, inode: 1), b = FileIdentity(device: 1, inode: 2), c = FileIdentity(device: 1, inode: 3)
+        #expect(pool.take(in: a) == nil)
+        #expect(pool.add(try spare("a1"), in: a).isEmpty)
+        #expect(pool.add(try spare("a2"), in: a).isEmpty)
+        #expect(pool.add(try spare("a3"), in: a).map(\.name) == ["a3"]) // the directory is full
+        #expect(pool.add(try spare("b1"), in: b).isEmpty)
+        #expect(pool.count == 3)
+        #expect(pool.take(in: a)?.name == "a2") // a is now the more recently used
+        #expect(pool.add(try spare("c1"), in: c).isEmpty)
+        #expect(pool.add(try spare("c2"), in: c).map(\.name) == ["b1"]) // b was used least recently
+        #expect(pool.count == 3)
+        #expect(pool.takeAll(in: c).map(\.name).sorted() == ["c1", "c2"])
+        #expect(pool.takeAll().map(\.name) == ["a1"])
+        #expect(pool.count == 0)
+
+        let removed = try spare(StagingName.make())
+        removed.remove()
+        #expect(!scratch.exists(removed.name))
+        removed.remove() // already gone: fine
+    }
+
     // MARK: Failures
 
     /// A full filesystem: the copy fails with ENOSPC and the temp is gone. Root only (it

@@ -19,7 +19,7 @@ import Testing
         let scratch = try Scratch()
         try expectFailure(["mount", scratch.root + "/nope", scratch.mountpoint], saying: "does not exist")
         try expectFailure(["mount", scratch.backing, scratch.root + "/nope"], saying: "does not exist")
-        FileManager.default.createFile(atPath: scratch.root + "/file", contents: Data("x".utf8))
+        #expect(FileManager.default.createFile(atPath: scratch.root + "/file", contents: Data("x".utf8)))
         try expectFailure(["mount", scratch.root + "/file", scratch.mountpoint], saying: "is not a directory")
         try expectFailure(["mount", scratch.backing, scratch.root + "/file"], saying: "is not a directory")
         try expectFailure(["mount", scratch.backing, scratch.backing], saying: "are the same directory")

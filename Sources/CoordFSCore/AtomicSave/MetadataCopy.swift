@@ -16,10 +16,11 @@ enum MetadataCopy {
     static let defaultACL = "system.posix_acl_default"
 
     /// Carries owner, extended attributes and mode from `source` (the committed file, with
-    /// `status` its fstat) to `temp`.
-    static func carryOver(from source: Int32, status: stat, to temp: Int32) throws(Errno) {
+    /// `status` its fstat) to `temp`. `replacingAttributes` also removes the attributes the
+    /// temp has and the source does not (a reused spare has those of another version or file).
+    static func carryOver(from source: Int32, status: stat, to temp: Int32, replacingAttributes: Bool = false) throws(Errno) {
         try carryOverOwner(status, to: temp)
-        try carryOverExtendedAttributes(from: source, to: temp)
+        try carryOverExtendedAttributes(from: source, to: temp, replacing: replacingAttributes)
         try Syscall.changeMode(temp, status.st_mode & 0o7777)
     }
 
@@ -61,20 +62,19 @@ enum MetadataCopy {
     /// security module refuses (ENOTSUP, EPERM, EACCES: a namespace it does not support, a
     /// label the policy will not assign) are skipped, the save is worth more than they are;
     /// any other failure (ENOSPC, EDQUOT, EIO) fails the staging.
-    static func carryOverExtendedAttributes(from source: Int32, to temp: Int32) throws(Errno) {
-        let names: [CChar]
-        do throws(Errno) {
-            names = try ExtendedAttributes.list(source)
-        } catch where error.rawValue == ENOTSUP {
-            names = []
+    static func carryOverExtendedAttributes(from source: Int32, to temp: Int32, replacing: Bool = false) throws(Errno) {
+        let names = try listedNames(source)
+        if replacing {
+            // What the temp has and the source has not goes first; the source's are set below.
+            for name in try listedNames(temp) where !names.contains(name) {
+                do throws(Errno) {
+                    try Syscall.removeExtendedAttribute(temp, name)
+                } catch where error.rawValue == ENODATA || isRefusal(error) {
+                }
+            }
         }
         var sourceHasAccessACL = false
-        var start = 0
-        while start < names.count {
-            let end = names[start...].firstIndex(of: 0) ?? names.count
-            let name = Array(names[start..<end]) + [0]
-            start = end + 1
-            if name.count == 1 { continue }
+        for name in names {
             let isAccessACL = String(decoding: name.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self) == accessACL
             let value: [UInt8]
             do throws(Errno) {
@@ -92,13 +92,24 @@ enum MetadataCopy {
             }
         }
         // A directory with a default ACL gave the temp an access ACL at creation; a target
-        // without one must not gain it on commit.
-        if !sourceHasAccessACL && hasAttribute(temp, accessACL) {
+        // without one must not gain it on commit. (Replacing removed it already.)
+        if !replacing && !sourceHasAccessACL && hasAttribute(temp, accessACL) {
             do throws(Errno) {
                 try Syscall.removeExtendedAttribute(temp, accessACL)
             } catch where error.rawValue == ENODATA || isRefusal(error) {
             }
         }
+    }
+
+    /// The attribute names `fd` has, each NUL-terminated; none where attributes are not supported.
+    static func listedNames(_ fd: Int32) throws(Errno) -> [[CChar]] {
+        let list: [CChar]
+        do throws(Errno) {
+            list = try ExtendedAttributes.list(fd)
+        } catch where error.rawValue == ENOTSUP {
+            return []
+        }
+        return list.split(separator: 0).map { Array($0) + [0] }
     }
 
     static func isRefusal(_ error: Errno) -> Bool {

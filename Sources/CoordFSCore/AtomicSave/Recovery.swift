@@ -19,7 +19,8 @@ public struct RecoveredFile: Sendable, Equatable, CustomStringConvertible {
 ///
 /// The temps are what their writers had not committed yet: never a committed file, so the
 /// mount's view is unchanged by the sweep. They are moved rather than deleted because they may
-/// hold the only copy of someone's unsaved work; the folder they go to is hidden by the mount
+/// hold the only copy of someone's unsaved work (empty ones hold nothing and are deleted:
+/// spares kept for reuse look like that); the folder they go to is hidden by the mount
 /// and kept by date, so an administrator can look through it and remove it.
 public enum Recovery {
     /// The most directory descriptors a sweep holds at once (besides the root's and a few for
@@ -201,6 +202,11 @@ private struct Walk {
                 continue
             }
             if UInt64(status.st_dev) != device { continue } // something mounted on it: not ours to move
+            if status.st_mode & S_IFMT == S_IFREG && status.st_size == 0 {
+                // Nothing to recover: a spare (see `SpareFile`) or a save that wrote nothing yet.
+                _ = try? Syscall.unlink(at: directory, name, flags: 0)
+                continue
+            }
             if destination == nil { destination = try mirror(of: components) }
             guard let target = destination?.raw else { continue }
             guard let movedName = try rename(name, from: directory, to: target) else { continue }

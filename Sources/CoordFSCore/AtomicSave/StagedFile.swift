@@ -109,6 +109,25 @@ public struct StagedFile: ~Copyable, Sendable {
         return staged
     }
 
+    /// Makes a spare (an emptied file a replacing commit left, see `SpareFile`) the temp for a
+    /// save: the same contents and metadata `stage` would give a fresh temp, and no change to
+    /// the directory. Its times become now, as a fresh temp's are.
+    ///
+    /// - Throws: the errno that stopped it; the spare is removed then (it is half made over).
+    public static func reuse(_ spare: SpareFile, replacing target: Int32, copyContents: Bool) throws(Errno) -> StagedFile {
+        let staged = StagedFile(name: spare.name, descriptor: try Syscall.duplicate(spare.descriptor.raw))
+        do throws(Errno) {
+            try Syscall.truncate(staged.descriptor.raw, 0)
+            let status = try Syscall.stat(target)
+            if copyContents { try ContentCopy.copy(from: target, to: staged.descriptor.raw) }
+            try MetadataCopy.carryOver(from: target, status: status, to: staged.descriptor.raw, replacingAttributes: true)
+        } catch {
+            spare.remove()
+            throw error
+        }
+        return staged
+    }
+
     /// Creates an empty temp under a fresh name, drawing again when the name is taken.
     static func create(in directory: Int32, mode: mode_t, names: () -> String) throws(Errno) -> StagedFile {
         for _ in 0..<8 {
@@ -152,6 +171,33 @@ public struct StagedFile: ~Copyable, Sendable {
             return error
         }
         return nil
+    }
+
+    /// Commits by swapping the temp with `targetName` in one `renameat2(RENAME_EXCHANGE)`:
+    /// the target gets the new contents as atomically as with `commit`, and the file it had
+    /// stays under the temp's name, for the caller to keep as a spare or remove.
+    ///
+    /// `startingWriteback` stands in for ext4's `auto_da_alloc`, which writes a file's data
+    /// before a rename that replaces another file commits, but not before an exchange: the
+    /// same early writeback keeps a power loss from leaving the target empty. `durability`
+    /// syncs as for `commit`.
+    ///
+    /// - Returns: false when nothing changed because the filesystem cannot exchange (EINVAL)
+    ///   or the target is gone (ENOENT): `commit` is the way then.
+    /// - Throws: when nothing changed (the sync or the exchange failed otherwise).
+    public func exchange(in directory: Int32, with targetName: String, durability: Durability, startingWriteback: Bool) throws(Errno) -> Bool {
+        if durability.syncsFile {
+            try Syscall.synchronize(descriptor.raw, dataOnly: false)
+        } else if startingWriteback {
+            try Syscall.startWriteback(descriptor.raw)
+        }
+        do throws(Errno) {
+            try Syscall.rename(directory, name, to: directory, targetName, flags: Linux.RENAME_EXCHANGE)
+        } catch where error.rawValue == EINVAL || error.rawValue == ENOENT {
+            return false
+        }
+        if durability.syncsDirectory { try? Self.synchronizeDirectory(directory) }
+        return true
     }
 
     /// Moves the temp, under the same name, from `directory` to `newDirectory` (same

@@ -177,6 +177,11 @@ public enum Syscall {
         _ = try retrying { dataOnly ? Glibc.fdatasync(fd) : Glibc.fsync(fd) }
     }
 
+    /// Starts writing the file's dirty pages to disk without waiting for them.
+    public static func startWriteback(_ fd: Int32) throws(Errno) {
+        _ = try retrying { csys_start_writeback(fd) }
+    }
+
     public static func allocate(_ fd: Int32, mode: Int32, offset: off_t, length: off_t) throws(Errno) {
         _ = try retrying { csys_fallocate(fd, mode, offset, length) }
     }
