@@ -48,7 +48,7 @@ public final class FileSystem: Sendable {
         let device = try Syscall.statOfPathDescriptor(root.raw).st_dev
         self.nodes = try NodeTable(root: root)
         let filesystem = MountTable.current().mount(ofDevice: UInt64(device))
-        self.commitDurability = options.durability.needed(on: filesystem)
+        self.commitDurability = options.durability.needed(on: filesystem, journaled: filesystem.map(MountTable.ext4HasJournal) ?? true)
         self.startsWritebackBeforeExchange = options.durability == .replacing && commitDurability == .none
         if commitDurability != options.durability {
             logger.info("the backing filesystem orders a replacing rename after the new file's data; commits need no fsync for that",

@@ -92,12 +92,16 @@ extension FileSystem {
     /// Whether a file is written in place rather than through a staged save: the policy's
     /// patterns and size threshold, plus SQLite databases whatever their name (recognised by
     /// their header) and their journal, WAL and shared-memory files, which SQLite maps and
-    /// locks across processes.
-    func writesInPlace(_ node: Node?, path: MountPath) -> Bool {
+    /// locks across processes. A `truncating` open is never SQLite's own (it never opens a
+    /// database with O_TRUNC), so the header is not read then: one open, read and close
+    /// less for every `>` redirection and editor save.
+    func writesInPlace(_ node: Node?, path: MountPath, truncating: Bool) -> Bool {
         let size = node.flatMap { try? attributes(of: $0).st_size }.map(Int64.init) ?? 0
         if options.inPlace.isInPlace(path, size: size) { return true }
         // O_NOATIME: looking must not count as reading (the daemon is root or the owner).
-        if let node, let file = try? reopen(node, flags: O_RDONLY | Linux.O_NOATIME), Self.hasSQLiteHeader(file.raw) { return true }
+        if !truncating, let node, let file = try? reopen(node, flags: O_RDONLY | Linux.O_NOATIME), Self.hasSQLiteHeader(file.raw) {
+            return true
+        }
         // SQLite's companions: mapped and locked by every connection, whatever the database's name.
         if let name = path.name, name.hasSuffix("-journal") || name.hasSuffix("-wal") || name.hasSuffix("-shm") { return true }
         return false
@@ -130,7 +134,7 @@ extension FileSystem {
         }
         let nonblocking = flags & O_NONBLOCK != 0
         if opensForChange(flags) {
-            let inPlace = writesInPlace(node, path: path)
+            let inPlace = writesInPlace(node, path: path, truncating: flags & O_TRUNC != 0)
             withPresentersAndClaims(request, asking: [PresenterAsk(.relinquish, path)],
                                     claims: { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, .write)] } ?? [] },
                                     nonblocking: nonblocking) { [self] grant, consent in
@@ -276,7 +280,7 @@ extension FileSystem {
         let copy = FileInfoCopy(info: file.pointee)
         let pending = PendingRequest(raw: request)
         guard let path = nodes.path(of: parent)?.appending(nameString) else { return reply(request, error: .noSuchFileOrDirectory) }
-        let inPlace = writesInPlace(nil, path: path)
+        let inPlace = writesInPlace(nil, path: path, truncating: true)
         withPresentersAndClaims(request, asking: [PresenterAsk(.relinquish, path)],
                                 claims: { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(nameString), .write)] } ?? [] },
                                 nonblocking: copy.info.flags & O_NONBLOCK != 0) { [self] grant, consent in

@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import Testing
 @testable import CoordFSCore
@@ -74,12 +75,27 @@ import Testing
         #expect(MountTable.current().mount(ofDevice: UInt64(status.st_dev)) != nil)
     }
 
+    /// sysfs tells whether an ext4 filesystem has a journal; this machine's answer must agree
+    /// with what jbd2 runs for it.
+    @Test func ext4JournalIsReadFromSysfs() throws {
+        var status = stat()
+        #expect(stat(".", &status) == 0)
+        let entry = try #require(MountTable.current().mount(ofDevice: UInt64(status.st_dev)))
+        guard entry.filesystemType == "ext4" else { return }
+        let journals = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/fs/jbd2")) ?? []
+        let sysfsName = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/sys/dev/block/\(entry.major):\(entry.minor)"))?
+            .split(separator: "/").last.map(String.init) ?? ""
+        let hasJBD2 = journals.contains { $0.hasPrefix(sysfsName + "-") }
+        #expect(MountTable.ext4HasJournal(entry) == hasJBD2, "jbd2 threads: \(journals), device \(sysfsName)")
+    }
+
     @Test func replacingSavesSyncOnlyWhereTheFilesystemDoesNotOrderThem() {
         func ext4(_ options: String) -> MountTable.Entry { MountTable.Entry(mountpoint: "/", filesystemType: "ext4", superOptions: options) }
         #expect(Durability.replacing.needed(on: ext4("rw,relatime")) == .none)
         #expect(Durability.replacing.needed(on: ext4("rw,data=journal")) == .none)
         #expect(Durability.replacing.needed(on: ext4("rw,data=writeback")) == .replacing)
         #expect(Durability.replacing.needed(on: ext4("rw,noauto_da_alloc")) == .replacing)
+        #expect(Durability.replacing.needed(on: ext4("rw,relatime"), journaled: false) == .replacing)
         #expect(Durability.replacing.needed(on: MountTable.Entry(mountpoint: "/", filesystemType: "xfs")) == .replacing)
         #expect(Durability.replacing.needed(on: nil) == .replacing)
         #expect(Durability.file.needed(on: ext4("rw")) == .file)

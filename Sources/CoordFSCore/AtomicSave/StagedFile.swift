@@ -34,14 +34,15 @@ public enum Durability: String, CaseIterable, Sendable {
     }
 
     /// What this level needs on a given backing filesystem. `.replacing` asks that a power
-    /// loss never leave a replaced file torn. ext4 in its default `data=ordered` mode (or
-    /// `data=journal`) with `auto_da_alloc` (the default) already promises that for a rename
-    /// over an existing file: it writes the new file's data before it commits the rename
-    /// (its documentation's "replace-via-rename" pattern). There the fsync would only cost
-    /// time, so `.replacing` needs nothing more than the rename. Elsewhere, and at every other
-    /// level, the level is what it says.
-    public func needed(on filesystem: MountTable.Entry?) -> Durability {
-        guard self == .replacing, let filesystem, filesystem.filesystemType == "ext4",
+    /// loss never leave a replaced file torn. ext4 with a journal, in its default
+    /// `data=ordered` mode (or `data=journal`) with `auto_da_alloc` (the default), already
+    /// promises that for a rename over an existing file: it writes the new file's data before
+    /// it commits the rename (its documentation's "replace-via-rename" pattern). There the
+    /// fsync would only cost time, so `.replacing` needs nothing more than the rename.
+    /// Without a journal (`journaled` false) ext4 orders nothing, and the fsync stays.
+    /// Elsewhere, and at every other level, the level is what it says.
+    public func needed(on filesystem: MountTable.Entry?, journaled: Bool = true) -> Durability {
+        guard self == .replacing, let filesystem, filesystem.filesystemType == "ext4", journaled,
               !filesystem.hasOption("data=writeback"), !filesystem.hasOption("noauto_da_alloc") else { return self }
         return .none
     }
