@@ -44,8 +44,9 @@ struct SpareCandidate: Sendable {
 /// own uncommitted writes and everyone else the last committed version.
 ///
 /// Until the first change it reads the committed file; the first change stages a hidden temp
-/// beside the file (a copy, or empty for O_TRUNC), and every later change goes there. A
-/// commit renames the temp over the file; a change after a commit stages again.
+/// beside the file (a copy, or empty for O_TRUNC; a spare of the directory when there is one),
+/// and every later change goes there. A commit renames the temp over the file, or exchanges
+/// the two to keep the replaced file as a spare; a change after a commit stages again.
 ///
 /// Sendable: `node`, `owner` and `spares` never change; the handle count is atomic;
 /// everything else is in `state`.
@@ -216,6 +217,14 @@ final class Save: Sendable {
             }
             let created = !state.exists
             state.exists = true
+            var spare: SpareCandidate?
+            defer {
+                // A kept file that will not be a spare (someone opened it meanwhile, or the
+                // commit's bookkeeping failed) goes as a rename over it would have removed it.
+                if kept != nil && spare == nil {
+                    DirectoryTimes.keeping(of: directory) { () -> Void in _ = staged.discard(in: directory) }
+                }
+            }
             let status = try Syscall.stat(state.current.raw)
             let identity = FileIdentity(status)
             var replaced: NodeBacking?
@@ -223,14 +232,8 @@ final class Save: Sendable {
             if identity != node.identity {
                 (replaced, openHandles) = nodes.replaceBacking(of: node, with: try reopenAsPath(state.current.raw), identity: identity)
             }
-            var spare: SpareCandidate?
-            if let kept {
-                if kept === replaced && openHandles == boundHandles.load(ordering: .relaxed) {
-                    spare = SpareCandidate(name: staged.name, version: kept, directory: state.directory)
-                } else {
-                    // Someone opened it meanwhile: it goes as a rename would have removed it.
-                    DirectoryTimes.keeping(of: directory) { () -> Void in _ = staged.discard(in: directory) }
-                }
+            if let kept, kept === replaced && openHandles == boundHandles.load(ordering: .relaxed) {
+                spare = SpareCandidate(name: staged.name, version: kept, directory: state.directory)
             }
             return CommitReport(created: created, path: nodes.path(of: node), size: Int64(status.st_size),
                                 replaced: replaced, spare: spare)
