@@ -12,8 +12,12 @@ public struct MountOptions: Sendable {
     public var keepPageCache = true
     /// Kernel writeback cache: small writes gather in the page cache before they reach us.
     public var writebackCache = false
-    /// Move data between the kernel and the backing with splice(2) instead of copies.
-    public var splice = false
+    /// Read replies move file data from the backing into the kernel with splice(2) instead
+    /// of a copy through the daemon's memory (replies under two pages are copied anyway).
+    public var spliceReads = true
+    /// Written data comes from the kernel by splice(2) too. Off by default: the backing then
+    /// receives writes page by page, which allocates blocks differently for some patterns.
+    public var spliceWrites = false
     /// Let users other than the one who mounted use the mount.
     public var allowOther = false
     /// Threads serving requests at most, and idle ones kept ready.

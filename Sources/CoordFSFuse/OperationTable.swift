@@ -73,9 +73,11 @@ extension FileSystem {
         // The kernel clears set-id bits on write and chown itself; the daemon (root) would not.
         ask(FUSE_CAP_HANDLE_KILLPRIV, false)
         ask(FUSE_CAP_WRITEBACK_CACHE, options.writebackCache)
-        ask(FUSE_CAP_SPLICE_READ, options.splice)
-        ask(FUSE_CAP_SPLICE_WRITE, options.splice)
-        ask(FUSE_CAP_SPLICE_MOVE, options.splice)
+        // libfuse's names are the daemon's view: SPLICE_READ reads requests (written data),
+        // SPLICE_WRITE writes replies (read data).
+        ask(FUSE_CAP_SPLICE_READ, options.spliceWrites)
+        ask(FUSE_CAP_SPLICE_WRITE, options.spliceReads)
+        ask(FUSE_CAP_SPLICE_MOVE, options.spliceReads)
         ask(FUSE_CAP_READDIRPLUS, true)
         ask(FUSE_CAP_READDIRPLUS_AUTO, true)
         ask(FUSE_CAP_PARALLEL_DIROPS, true)

@@ -381,7 +381,7 @@ extension FileSystem {
         guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
         let source = handle.readable
         _ = withExtendedLifetime(source) {
-            cfuse_reply_data_from_fd(request, source.raw, size, offset, options.splice ? 1 : 0)
+            cfuse_reply_data_from_fd(request, source.raw, size, offset, options.spliceReads ? 1 : 0)
         }
     }
 
@@ -494,13 +494,13 @@ extension FileSystem {
     /// the replaced file's last descriptor, freeing its blocks).
     func finish(_ report: CommitReport?) {
         guard let report, let candidate = report.spare else { return }
-        let directory = candidate.directory.directory
         do throws(Errno) {
             let emptied = try reopen(descriptor: candidate.version.descriptor.raw, flags: O_RDWR | O_TRUNC)
             let spare = SpareFile(name: candidate.name, descriptor: emptied, directory: candidate.directory)
             for extra in spares.add(spare, in: candidate.directory.identity) { extra.remove() }
         } catch {
-            DirectoryTimes.keeping(of: directory) { () -> Void in _ = try? Syscall.unlink(at: directory, candidate.name, flags: 0) }
+            spares.abandon(candidate.name, in: candidate.directory.identity)
+            SpareName(name: candidate.name, directory: candidate.directory).remove()
         }
     }
 

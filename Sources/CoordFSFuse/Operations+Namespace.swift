@@ -173,11 +173,12 @@ extension FileSystem {
     private func removingSpares(of directory: () -> FileIdentity?, _ step: () throws(Errno) -> Void) throws(Errno) {
         do throws(Errno) {
             try step()
-        } catch .directoryNotEmpty where spares.count > 0 {
+        } catch .directoryNotEmpty where spares.mayHoldFiles {
             guard let identity = directory() else { throw .directoryNotEmpty }
-            let removed = spares.takeAll(in: identity)
-            if removed.isEmpty { throw .directoryNotEmpty }
-            for spare in removed { spare.remove() }
+            let (held, incoming) = spares.takeAll(in: identity)
+            if held.isEmpty && incoming.isEmpty { throw .directoryNotEmpty }
+            for spare in held { spare.remove() }
+            for spare in incoming { spare.remove() }
             try step()
         }
     }

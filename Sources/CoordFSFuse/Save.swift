@@ -234,6 +234,9 @@ final class Save: Sendable {
             }
             if let kept, kept === replaced && openHandles == boundHandles.load(ordering: .relaxed) {
                 spare = SpareCandidate(name: staged.name, version: kept, directory: state.directory)
+                // Announced before the reply: a removal of the directory that comes before
+                // `finish` has emptied it must find it.
+                spares?.expect(staged.name, in: state.directory)
             }
             return CommitReport(created: created, path: nodes.path(of: node), size: Int64(status.st_size),
                                 replaced: replaced, spare: spare)

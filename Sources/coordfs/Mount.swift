@@ -43,8 +43,11 @@ struct Mount: ParsableCommand {
     @Flag(help: "Use the kernel's writeback cache (small writes are gathered before they reach the daemon).")
     var writebackCache = false
 
-    @Flag(help: "Move data with splice(2) between the kernel and the backing.")
-    var splice = false
+    @Flag(inversion: .prefixedNo, help: "Move read data from the backing into the kernel with splice(2) instead of a copy.")
+    var spliceReads = true
+
+    @Flag(help: "Move written data from the kernel with splice(2) as well (changes how the backing allocates blocks for some write patterns).")
+    var spliceWrites = false
 
     @Option(help: ArgumentHelp("Worker threads at most.", valueName: "count"))
     var threads: UInt32 = 16
@@ -116,7 +119,8 @@ struct Mount: ParsableCommand {
         options.entryTimeout = noKernelCache ? 0 : entryTimeout
         options.keepPageCache = !noKernelCache
         options.writebackCache = writebackCache
-        options.splice = splice
+        options.spliceReads = spliceReads
+        options.spliceWrites = spliceWrites
         options.maxThreads = threads
         options.maxIdleThreads = min(threads, 8)
         options.maxNodes = maxNodes

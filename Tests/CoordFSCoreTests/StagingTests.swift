@@ -476,7 +476,8 @@ import Testing
     }
 
     /// The pool: a few spares per directory, a bound in all with the least recently used
-    /// directory giving way, and every spare of a directory on request.
+    /// directory giving way, every spare of a directory on request, and files announced
+    /// before they arrive.
     @Test func sparePoolBoundsAndOrder() throws {
         let table = try NodeTable(root: try Syscall.openAt(scratch.raw, ".", Linux.O_PATH | O_DIRECTORY))
         let pool = SparePool(perDirectory: 2, capacity: 3)
@@ -495,9 +496,25 @@ import Testing
         #expect(pool.add(try spare("c1"), in: c).isEmpty)
         #expect(pool.add(try spare("c2"), in: c).map(\.name) == ["b1"]) // b was used least recently
         #expect(pool.count == 3)
-        #expect(pool.takeAll(in: c).map(\.name).sorted() == ["c1", "c2"])
+        #expect(pool.takeAll(in: c).spares.map(\.name).sorted() == ["c1", "c2"])
         #expect(pool.takeAll().map(\.name) == ["a1"])
         #expect(pool.count == 0)
+
+        // Files a commit kept are announced before they are emptied and added: a directory
+        // removed in between gets their names, and they are refused when they arrive.
+        let root = table.root.identity
+        #expect(!pool.mayHoldFiles)
+        pool.expect("r1", in: table.root)
+        pool.expect("r2", in: table.root)
+        #expect(pool.mayHoldFiles && pool.count == 0)
+        #expect(pool.add(try spare("r2"), in: root).isEmpty) // arrived: now a spare
+        let taken = pool.takeAll(in: root)
+        #expect(taken.spares.map(\.name) == ["r2"] && taken.incoming.map(\.name) == ["r1"])
+        #expect(pool.add(try spare("r1"), in: root).map(\.name) == ["r1"]) // withdrawn: to be removed
+        #expect(!pool.mayHoldFiles && pool.count == 0)
+        pool.expect("r3", in: table.root)
+        pool.abandon("r3", in: root) // emptying it failed
+        #expect(!pool.mayHoldFiles && pool.takeAll(in: root).incoming.isEmpty)
 
         let removed = try spare(StagingName.make())
         removed.remove()

@@ -257,6 +257,44 @@ import Testing
         }
     }
 
+    /// A reader that mapped the file keeps reading the committed version while another
+    /// process saves it with O_TRUNC. The kernel keeps one size per inode: were the truncation
+    /// passed inside the open (FUSE's atomic O_TRUNC), it would drop that size to 0 for every
+    /// reader and the mapped one would die of SIGBUS.
+    @Test func mappedReadersSurviveATruncatingSave() throws {
+        try withMount { scratch in
+            let output = try Self.python(#"""
+                import os, subprocess, sys
+                with open('f', 'wb') as f: f.write(b'A' * 8192)
+                reader = subprocess.Popen([sys.executable, '-c', '''
+                import mmap, sys
+                f = open('f', 'rb'); m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+                for line in sys.stdin:
+                    print(line.strip(), m[0:1].decode(), m[5000:5001].decode(), flush=True)
+                '''.replace('\n                ', '\n')], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                def ask(step):
+                    reader.stdin.write(step + '\n'); reader.stdin.flush()
+                    print(reader.stdout.readline().strip() or f'{step} reader died')
+                ask('mapped')
+                fd = os.open('f', os.O_WRONLY | os.O_TRUNC)
+                ask('truncated')
+                os.write(fd, b'B' * 10)
+                os.fstat(fd)
+                ask('written')
+                os.close(fd)
+                reader.stdin.close()
+                print('reader', reader.wait(), open('f').read())
+                """#, in: scratch.mountpoint)
+            #expect(output == """
+                mapped A A
+                truncated A A
+                written A A
+                reader 0 BBBBBBBBBB
+
+                """, "\(output)")
+        }
+    }
+
     @Test func locksHoldAcrossCommits() throws {
         try withMount { scratch in
             let result = try shell("""

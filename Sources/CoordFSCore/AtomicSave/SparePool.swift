@@ -28,9 +28,25 @@ public final class SpareFile: Sendable {
 
     /// Removes it from the backing, keeping the directory's times; a spare already gone is fine.
     public func remove() {
-        let directory = self.directory.directory
-        DirectoryTimes.keeping(of: directory) { () -> Void in
-            _ = try? Syscall.unlink(at: directory, name, flags: 0)
+        SpareName(name: name, directory: directory).remove()
+    }
+}
+
+/// Where a spare stands, for removing one that is not in hand (still being emptied).
+public struct SpareName: Sendable {
+    public let name: String
+    public let directory: Node
+
+    public init(name: String, directory: Node) {
+        self.name = name
+        self.directory = directory
+    }
+
+    /// Removes it from the backing, keeping the directory's times; a file already gone is fine.
+    public func remove() {
+        let descriptor = directory.directory
+        DirectoryTimes.keeping(of: descriptor) { () -> Void in
+            _ = try? Syscall.unlink(at: descriptor, name, flags: 0)
         }
     }
 }
@@ -46,15 +62,22 @@ public final class SparePool: Sendable {
 
     private struct State {
         var byDirectory: [FileIdentity: [SpareFile]] = [:]
+        /// Replaced files a commit kept that are still being emptied (`expect` .. `add`), by
+        /// directory: they already stand under their staging names.
+        var incoming: [FileIdentity: [String: SpareName]] = [:]
+        /// Names `takeAll(in:)` handed out while their files were still being emptied.
+        var withdrawn: Set<String> = []
         /// When each directory last gave or took a spare, on `clock`.
         var lastUse: [FileIdentity: UInt64] = [:]
         var clock: UInt64 = 0
     }
 
-    /// Guards both maps and the clock.
+    /// Guards the maps and the clock.
     private let state = Mutex(State())
     /// Spares held; lets callers skip the lock when there are none.
     private let held = Atomic<Int>(0)
+    /// Files expected (see `expect`); lets `takeAll(in:)` skip the lock when there are none.
+    private let expected = Atomic<Int>(0)
 
     public init(perDirectory: Int = 4, capacity: Int = 256) {
         self.perDirectory = perDirectory
@@ -62,6 +85,19 @@ public final class SparePool: Sendable {
     }
 
     public var count: Int { held.load(ordering: .relaxed) }
+
+    /// Whether `takeAll(in:)` may find something: spares held, or files on their way in.
+    public var mayHoldFiles: Bool { count > 0 || expected.load(ordering: .relaxed) > 0 }
+
+    /// A commit kept the replaced file under `name` in `directory`; it will come to `add` once
+    /// it is emptied (after the reply). Until then `takeAll(in:)` hands its name out too, so
+    /// that a directory removed in between is not held up by it.
+    public func expect(_ name: String, in directory: Node) {
+        state.withLock { state in
+            state.incoming[directory.identity, default: [:]][name] = SpareName(name: name, directory: directory)
+            expected.add(1, ordering: .relaxed)
+        }
+    }
 
     /// A spare in `directory` for the caller to use (it is no longer in the pool).
     public func take(in directory: FileIdentity) -> SpareFile? {
@@ -77,8 +113,12 @@ public final class SparePool: Sendable {
 
     /// Keeps `spare` for the next save in `directory`. Returns the spares that no longer fit
     /// (`spare` itself when its directory is full): the caller removes them from the backing.
+    /// A file announced by `expect` that was taken meanwhile (its directory went) is returned
+    /// as well, to be removed again (it is gone already or about to be).
     public func add(_ spare: SpareFile, in directory: FileIdentity) -> [SpareFile] {
         state.withLock { state in
+            if state.withdrawn.remove(spare.name) != nil { return [spare] }
+            Self.forget(spare.name, in: directory, from: &state, expected: expected)
             var spares = state.byDirectory[directory] ?? []
             if spares.count >= perDirectory { return [spare] }
             spares.append(spare)
@@ -93,10 +133,23 @@ public final class SparePool: Sendable {
         }
     }
 
-    /// Every spare in `directory` (before it is removed or replaced, which its spares would block).
-    public func takeAll(in directory: FileIdentity) -> [SpareFile] {
-        guard count > 0 else { return [] }
-        return state.withLock { state in Self.removeAll(in: directory, from: &state, held: held) }
+    /// A file announced by `expect` that will not come (emptying it failed; the caller removes it).
+    public func abandon(_ name: String, in directory: FileIdentity) {
+        state.withLock { state in
+            if state.withdrawn.remove(name) == nil { Self.forget(name, in: directory, from: &state, expected: expected) }
+        }
+    }
+
+    /// Every spare in `directory` (before it is removed or replaced, which its spares would
+    /// block), and the names of those still being emptied: the caller removes them all.
+    public func takeAll(in directory: FileIdentity) -> (spares: [SpareFile], incoming: [SpareName]) {
+        guard mayHoldFiles else { return ([], []) }
+        return state.withLock { state in
+            let incoming = state.incoming.removeValue(forKey: directory).map { Array($0.values) } ?? []
+            expected.subtract(incoming.count, ordering: .relaxed)
+            state.withdrawn.formUnion(incoming.map(\.name))
+            return (Self.removeAll(in: directory, from: &state, held: held), incoming)
+        }
     }
 
     /// Every spare (at unmount).
@@ -114,6 +167,12 @@ public final class SparePool: Sendable {
         state.lastUse[directory] = nil
         held.subtract(spares.count, ordering: .relaxed)
         return spares
+    }
+
+    private static func forget(_ name: String, in directory: FileIdentity, from state: inout State, expected: borrowing Atomic<Int>) {
+        guard state.incoming[directory]?.removeValue(forKey: name) != nil else { return }
+        if state.incoming[directory]?.isEmpty == true { state.incoming[directory] = nil }
+        expected.subtract(1, ordering: .relaxed)
     }
 
     private static func tick(_ state: inout State) -> UInt64 {
