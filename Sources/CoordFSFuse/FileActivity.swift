@@ -100,11 +100,11 @@ final class ActivityRegistry: Sendable {
         }
     }
 
-    /// Whether readers other than `owner` read the committed version through the page cache.
-    func hasCachedReaders(_ node: Node, besides owner: ClaimOwner) -> Bool {
+    /// Whether readers (other than `owner`) read the committed version through the page cache.
+    func hasCachedReaders(_ node: Node, besides owner: ClaimOwner? = nil) -> Bool {
         state.withLock { state in
             guard let activity = state.files[node.id] else { return false }
-            return activity.cachedReaders > (activity.cachedReaderOwners[owner] ?? 0)
+            return activity.cachedReaders > (owner.flatMap { activity.cachedReaderOwners[$0] } ?? 0)
         }
     }
 

@@ -1,26 +1,52 @@
 import CFuse
 import Dispatch
 import Glibc
+import Synchronization
 
-/// Tells the kernel to drop what it cached about a node, from a serial queue of its own.
+/// Tells the kernel to drop what it cached about a node, from a serial queue of its own, and
+/// keeps track of the nodes whose file pages the kernel may hold.
 ///
 /// Never inline in a request: an invalidation may wait in the kernel for a page or directory
 /// lock that a request in flight holds until one of our workers answers it (a create waiting
 /// for a claim that the committing owner releases only after this request returns).
-/// Sendable: immutable; the session pointer is only used for notifications.
+/// Sendable: the session pointer is only used for notifications; the set is behind its lock.
 final class KernelNotifier: Sendable {
     /// The session pointer, which libfuse lets any thread use for notifications.
     private struct Session: @unchecked Sendable { let raw: OpaquePointer }
     private let session: Session
     private let queue = DispatchQueue(label: "coordfs.kernel-notifier")
+    /// Nodes the kernel may hold file pages of. The kernel fills a page only by a READ we
+    /// answer, except through a handle that writes through the page cache; so a node read
+    /// since its last invalidation, or opened by such a handle, is here. Guards nothing else.
+    private let pagedNodes = Mutex<Set<UInt64>>([])
 
     init(session: OpaquePointer) {
         self.session = Session(raw: session)
     }
 
+    /// The kernel may now hold pages of the node: it asked to read it, or a handle that
+    /// writes through the page cache opened or wrote.
+    func notePages(of id: UInt64) {
+        pagedNodes.withLock { _ = $0.insert(id) }
+    }
+
+    /// Whether the kernel may hold pages of the node. False means that nothing was read of it
+    /// since its last invalidation: a commit has no stale pages to drop.
+    func mayHoldPages(of id: UInt64) -> Bool {
+        pagedNodes.withLock { $0.contains(id) }
+    }
+
+    /// The kernel forgot the node, and its pages with it.
+    func forgetPages(of id: UInt64) {
+        pagedNodes.withLock { _ = $0.remove(id) }
+    }
+
     /// Drops the node's cached attributes and pages: the next reader sees the committed version.
     func invalidateContents(of id: UInt64, then: (@Sendable () -> Void)? = nil) {
-        queue.async { [session] in
+        queue.async { [self] in
+            // Before the kernel drops the pages: a READ answered from now on marks it again,
+            // and one answered earlier filled a page the invalidation will find.
+            pagedNodes.withLock { _ = $0.remove(id) }
             _ = fuse_lowlevel_notify_inval_inode(session.raw, fuse_ino_t(id), 0, 0)
             then?()
         }

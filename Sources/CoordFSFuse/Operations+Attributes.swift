@@ -50,7 +50,7 @@ extension FileSystem {
     }
 
     func forget(_ id: fuse_ino_t, _ count: UInt64) {
-        nodes.forget(UInt64(id), count: count)
+        if nodes.forget(UInt64(id), count: count) { notifier?.forgetPages(of: UInt64(id)) }
     }
 
     func getattr(_ request: fuse_req_t, _ id: fuse_ino_t, _ file: UnsafeMutablePointer<fuse_file_info>?) {

@@ -243,6 +243,8 @@ extension FileSystem {
     func configureCaching(_ info: UnsafeMutablePointer<fuse_file_info>, _ handle: OpenFile) {
         if handle.usesPageCache {
             if options.keepPageCache { cfuse_fi_set_keep_cache(info, 1) }
+            // A writer through the page cache may fill pages without a READ (see `KernelNotifier`).
+            if handle.isWriter { notifier?.notePages(of: handle.node.id) }
         } else {
             cfuse_fi_set_direct_io(info, 1)
         }
@@ -379,6 +381,7 @@ extension FileSystem {
 
     func read(_ request: fuse_req_t, _ size: Int, _ offset: off_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
         guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
+        notifier?.notePages(of: handle.node.id) // whatever the handle, the reply may fill a page (see `KernelNotifier`)
         let source = handle.readable
         _ = withExtendedLifetime(source) {
             cfuse_reply_data_from_fd(request, source.raw, size, offset, options.spliceReads ? 1 : 0)
@@ -387,6 +390,7 @@ extension FileSystem {
 
     func writeBuffer(_ request: fuse_req_t, _ buffers: UnsafeMutablePointer<fuse_bufvec>, _ offset: off_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
         guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
+        if handle.usesPageCache { notifier?.notePages(of: handle.node.id) } // the data is in a page already
         do throws(Errno) {
             let dropsSetID = handle.save != nil && canChangeOwners && fuse_req_ctx(request)!.pointee.uid != 0
             let written = try changeContents(of: handle) { (descriptor) throws(Errno) -> Int in
@@ -516,9 +520,15 @@ extension FileSystem {
             }
         }) else { return nil }
         if report.created { activity.clearPendingName(of: save) }
-        activity.noteCommit(of: save.node)
         let node = save.node
-        notifier?.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) }
+        // With no page of the node in the kernel and no open reader that could fill one with
+        // the replaced version, there is nothing to drop: readers of the new version may use
+        // the page cache at once. (Attributes need no invalidation either: every change of a
+        // save makes the kernel's copy stale, and nothing replied during a save is cached.)
+        if let notifier, notifier.mayHoldPages(of: node.id) || activity.hasCachedReaders(node) {
+            activity.noteCommit(of: node)
+            notifier.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) }
+        }
         publish(report.created ? .created : .changed, origin: origin, path: report.path, isDirectory: false, size: report.size)
         return report
     }

@@ -178,7 +178,9 @@ public final class NodeTable: Sendable {
     }
 
     /// Drops `count` kernel lookups; the node goes once none are left (its descriptor closes).
-    public func forget(_ id: UInt64, count: UInt64) {
+    /// Returns true when the node left the table (the kernel no longer knows it).
+    @discardableResult
+    public func forget(_ id: UInt64, count: UInt64) -> Bool {
         let dropped: Node? = state.withLock { state in
             guard id != NodeTable.rootID, let node = state.byID[id] else { return nil }
             node.lookupCount = node.lookupCount > count ? node.lookupCount - count : 0
@@ -188,7 +190,7 @@ public final class NodeTable: Sendable {
             node.parent = nil
             return node
         }
-        _ = dropped // released (and its descriptor closed) outside the lock
+        return dropped != nil // released (and its descriptor closed) outside the lock
     }
 
     /// Points `node` at a new backing object (a commit renamed a staged file over it), so the
