@@ -149,7 +149,7 @@ extension FileSystem {
     private func changeAttributes(through save: Save, _ wanted: stat, _ fields: Int32) throws(Errno) {
         if fields & FUSE_SET_ATTR_SIZE != 0 {
             try save.change(truncating: wanted.st_size == 0, reopen: reopen(descriptor:flags:)) { (descriptor) throws(Errno) in
-                try Syscall.truncate(descriptor, wanted.st_size)
+                try StagedFile.truncate(descriptor, to: wanted.st_size, reopen: reopen(descriptor:flags:))
             }
         }
         let current = save.current

@@ -92,14 +92,16 @@ extension FileSystem {
     /// Whether a file is written in place rather than through a staged save: the policy's
     /// patterns and size threshold, plus SQLite databases whatever their name (recognised by
     /// their header) and their journal, WAL and shared-memory files, which SQLite maps and
-    /// locks across processes. A `truncating` open is never SQLite's own (it never opens a
-    /// database with O_TRUNC), so the header is not read then: one open, read and close
-    /// less for every `>` redirection and editor save.
-    func writesInPlace(_ node: Node?, path: MountPath, truncating: Bool) -> Bool {
-        let size = node.flatMap { try? attributes(of: $0).st_size }.map(Int64.init) ?? 0
+    /// locks across processes. SQLite opens a database read-write, never write-only and never
+    /// with O_TRUNC, so the header is read only for such opens: every `>` redirection and
+    /// editor save skips one open, read and close.
+    func writesInPlace(_ node: Node?, path: MountPath, flags: Int32) -> Bool {
+        let truncating = flags & O_TRUNC != 0
+        let size = truncating ? 0 : node.flatMap { try? attributes(of: $0).st_size }.map(Int64.init) ?? 0
         if options.inPlace.isInPlace(path, size: size) { return true }
         // O_NOATIME: looking must not count as reading (the daemon is root or the owner).
-        if !truncating, let node, let file = try? reopen(node, flags: O_RDONLY | Linux.O_NOATIME), Self.hasSQLiteHeader(file.raw) {
+        if !truncating, flags & O_ACCMODE == O_RDWR, let node,
+           let file = try? reopen(node, flags: O_RDONLY | Linux.O_NOATIME), Self.hasSQLiteHeader(file.raw) {
             return true
         }
         // SQLite's companions: mapped and locked by every connection, whatever the database's name.
@@ -134,7 +136,7 @@ extension FileSystem {
         }
         let nonblocking = flags & O_NONBLOCK != 0
         if opensForChange(flags) {
-            let inPlace = writesInPlace(node, path: path, truncating: flags & O_TRUNC != 0)
+            let inPlace = writesInPlace(node, path: path, flags: flags)
             withPresentersAndClaims(request, asking: [PresenterAsk(.relinquish, path)],
                                     claims: { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, .write)] } ?? [] },
                                     nonblocking: nonblocking) { [self] grant, consent in
@@ -200,7 +202,7 @@ extension FileSystem {
                 let dropsSetID = canChangeOwners && fuse_req_ctx(request.raw)!.pointee.uid != 0
                 do throws(Errno) {
                     try save.change(truncating: true, reopen: reopen(descriptor:flags:)) { (descriptor) throws(Errno) in
-                        try Syscall.truncate(descriptor, 0)
+                        try StagedFile.truncate(descriptor, to: 0, reopen: reopen(descriptor:flags:))
                         if dropsSetID { try clearSetIDBits(descriptor) }
                     }
                 } catch {
@@ -282,7 +284,7 @@ extension FileSystem {
         let copy = FileInfoCopy(info: file.pointee)
         let pending = PendingRequest(raw: request)
         guard let path = nodes.path(of: parent)?.appending(nameString) else { return reply(request, error: .noSuchFileOrDirectory) }
-        let inPlace = writesInPlace(nil, path: path, truncating: true)
+        let inPlace = writesInPlace(nil, path: path, flags: O_TRUNC)
         withPresentersAndClaims(request, asking: [PresenterAsk(.relinquish, path)],
                                 claims: { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(nameString), .write)] } ?? [] },
                                 nonblocking: copy.info.flags & O_NONBLOCK != 0) { [self] grant, consent in
@@ -499,7 +501,8 @@ extension FileSystem {
     func finish(_ report: CommitReport?) {
         guard let report, let candidate = report.spare else { return }
         do throws(Errno) {
-            let emptied = try reopen(descriptor: candidate.version.descriptor.raw, flags: O_RDWR | O_TRUNC)
+            let emptied = try reopen(descriptor: candidate.version.descriptor.raw, flags: O_RDWR)
+            try StagedFile.truncate(emptied.raw, to: 0, reopen: reopen(descriptor:flags:))
             let spare = SpareFile(name: candidate.name, descriptor: emptied, directory: candidate.directory)
             for extra in spares.add(spare, in: candidate.directory.identity) { extra.remove() }
         } catch {

@@ -157,13 +157,16 @@ final class Save: Sendable {
                 let current = state.current.raw
                 let staged: StagedFile
                 if let spare = spares?.take(in: state.directory.identity) {
-                    staged = try StagedFile.reuse(spare, replacing: current, copyContents: !truncating)
+                    staged = try StagedFile.reuse(spare, replacing: current, copyContents: !truncating, reopen: reopen)
                 } else {
                     staged = try DirectoryTimes.keeping(of: directory) { () throws(Errno) -> StagedFile in
                         try StagedFile.stage(in: directory, replacing: current, copyContents: !truncating, owner: nil, mode: 0)
                     }
                 }
-                state.current = SharedDescriptor(try reopen(staged.descriptor.raw, O_RDWR))
+                // A duplicate, not a reopen: the temp's descriptor then closes at the commit
+                // without ending the open file, whose end can cost (ext4 starts writing back a
+                // file truncated to zero and written again); that comes with the save's end.
+                state.current = SharedDescriptor(try Syscall.duplicate(staged.descriptor.raw))
                 state.currentIsWritable = true
                 state.staged = consume staged
             }

@@ -22,6 +22,12 @@ final class ScratchDirectory {
 
     var raw: Int32 { descriptor.raw }
 
+    /// The device of /tmp, where scratch directories live.
+    static var temporaryDevice: dev_t {
+        var status = stat()
+        return stat("/tmp", &status) == 0 ? status.st_dev : 0
+    }
+
     /// Runs a shell command inside the directory; true when it exits 0.
     @discardableResult
     func shell(_ command: String) -> Bool {

@@ -96,7 +96,12 @@ struct GlobPattern: Sendable, Equatable {
 
     /// Whether the whole of `name` matches.
     func matches(_ name: some StringProtocol) -> Bool {
-        let scalars = Array(name.unicodeScalars)
+        matches(scalars: Array(name.unicodeScalars))
+    }
+
+    /// The same for a name already split into scalars: a policy tries many patterns on one
+    /// name, on every open for writing, and splits it once.
+    func matches(scalars: [Unicode.Scalar]) -> Bool {
         var t = 0, s = 0
         var starToken = -1, starScalar = 0
         while s < scalars.count {

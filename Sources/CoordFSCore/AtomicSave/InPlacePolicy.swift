@@ -76,7 +76,10 @@ public struct InPlacePolicy: Sendable {
     ///   (nothing is copied then, so size alone is no reason to skip staging).
     public func isInPlace(_ path: MountPath, size: Int64) -> Bool {
         if let largerThan, size > largerThan { return true }
-        if let name = path.name, namePatterns.contains(where: { $0.matches(name) }) { return true }
+        if let name = path.name, !namePatterns.isEmpty {
+            let scalars = Array(name.unicodeScalars)
+            if namePatterns.contains(where: { $0.matches(scalars: scalars) }) { return true }
+        }
         return pathPatterns.contains { $0.matches(path.components) }
     }
 }

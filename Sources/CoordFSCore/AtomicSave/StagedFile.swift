@@ -112,13 +112,21 @@ public struct StagedFile: ~Copyable, Sendable {
 
     /// Makes a spare (an emptied file a replacing commit left, see `SpareFile`) the temp for a
     /// save: the same contents and metadata `stage` would give a fresh temp, and no change to
-    /// the directory. Its times become now, as a fresh temp's are.
+    /// the directory. Its modification time becomes now, as a fresh temp's is.
     ///
+    /// - Parameter reopen: opens the object behind a descriptor afresh with other flags (see
+    ///   `truncate(_:to:reopen:)`).
     /// - Throws: the errno that stopped it; the spare is removed then (it is half made over).
-    public static func reuse(_ spare: SpareFile, replacing target: Int32, copyContents: Bool) throws(Errno) -> StagedFile {
+    public static func reuse(_ spare: SpareFile, replacing target: Int32, copyContents: Bool,
+                             reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor) throws(Errno) -> StagedFile {
         let staged = StagedFile(name: spare.name, descriptor: try Syscall.duplicate(spare.descriptor.raw))
         do throws(Errno) {
-            try Syscall.truncate(staged.descriptor.raw, 0)
+            // Spares are emptied when they are kept; truncating again would only arm ext4's flush.
+            if try Syscall.stat(staged.descriptor.raw).st_size == 0 {
+                try Syscall.setTimes(staged.descriptor.raw, (timespec(tv_sec: 0, tv_nsec: Linux.UTIME_OMIT), timespec(tv_sec: 0, tv_nsec: Linux.UTIME_NOW)))
+            } else {
+                try truncate(staged.descriptor.raw, to: 0, reopen: reopen)
+            }
             let status = try Syscall.stat(target)
             if copyContents { try ContentCopy.copy(from: target, to: staged.descriptor.raw) }
             try MetadataCopy.carryOver(from: target, status: status, to: staged.descriptor.raw, replacingAttributes: true)
@@ -127,6 +135,23 @@ public struct StagedFile: ~Copyable, Sendable {
             throw error
         }
         return staged
+    }
+
+    /// Truncates a temp or a spare (not a user's file: this departs from the bare disk).
+    ///
+    /// ext4 (with `auto_da_alloc`, its default) takes a file truncated to zero for one being
+    /// rewritten in place, and starts writing it back when an open of it next ends. For a temp
+    /// that buys nothing: the commit syncs, or starts writeback, before its rename as the
+    /// durability says, and that flush would come after it. It costs a block allocation and a
+    /// write per save, and a discard when the replaced file is emptied to become a spare, where
+    /// a version replaced before the flusher comes by would cost neither. Ending a second open
+    /// of the file at once, while it holds no data, spends the flush on nothing.
+    ///
+    /// - Parameter reopen: opens the object behind a descriptor afresh with other flags.
+    public static func truncate(_ descriptor: Int32, to length: off_t,
+                                reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor) throws(Errno) {
+        try Syscall.truncate(descriptor, length)
+        if length == 0 { _ = try? reopen(descriptor, O_RDONLY) }
     }
 
     /// Creates an empty temp under a fresh name, drawing again when the name is taken.
