@@ -163,9 +163,9 @@ final class Save: Sendable {
                         try StagedFile.stage(in: directory, replacing: current, copyContents: !truncating, owner: nil, mode: 0)
                     }
                 }
-                // A duplicate, not a reopen: the temp's descriptor then closes at the commit
-                // without ending the open file, whose end can cost (ext4 starts writing back a
-                // file truncated to zero and written again); that comes with the save's end.
+                // A duplicate, not a reopen through /proc: cheaper, and one open file, so the
+                // temp's descriptor closes at the commit without ending it (an end can cost: NFS
+                // flushes, ext4 may write back); it ends with the save, after the replies.
                 state.current = SharedDescriptor(try Syscall.duplicate(staged.descriptor.raw))
                 state.currentIsWritable = true
                 state.staged = consume staged
