@@ -297,6 +297,17 @@ extension FileSystem {
         }
     }
 
+    /// Sends a create's reply with its new handle; when the kernel is gone (the caller was
+    /// interrupted), the handle ends and the lookup the reply would have counted is undone.
+    private func replyCreate(_ request: PendingRequest, _ entry: inout fuse_entry_param, _ info: inout fuse_file_info, _ handle: OpenFile) {
+        configureCaching(&info, handle)
+        handle.attach(to: &info)
+        if fuse_reply_create(request.raw, &entry, &info) != 0 {
+            if let handle = OpenFile.take(&info) { releaseHandle(handle) }
+            forget(entry.ino, 1)
+        }
+    }
+
     /// Creates the file itself in the backing (in-place files).
     private func createInPlace(_ request: PendingRequest, _ parent: Node, _ name: String, _ mode: mode_t, _ copy: FileInfoCopy,
                                consent: PresenterConsent) {
@@ -309,12 +320,7 @@ extension FileSystem {
             publish(.created, origin: origin, path: nodes.path(of: parent)?.appending(name), isDirectory: false, size: 0)
             let handle = OpenFile(CountedHandle(try node(entry.ino)), own: SharedDescriptor(descriptor), save: nil, isWriter: true,
                                   appends: false, usesPageCache: true, grant: nil, origin: origin, consent: consent)
-            configureCaching(&info, handle)
-            handle.attach(to: &info)
-            if fuse_reply_create(request.raw, &entry, &info) != 0 {
-                if let handle = OpenFile.take(&info) { releaseHandle(handle) }
-                forget(entry.ino, 1)
-            }
+            replyCreate(request, &entry, &info, handle)
         } catch {
             reacquire(consent)
             reply(request.raw, error: error)
@@ -353,12 +359,7 @@ extension FileSystem {
             entry.attr_timeout = 0
             let handle = OpenFile(CountedHandle(node), own: nil, save: save, isWriter: true, appends: info.flags & O_APPEND != 0,
                                   usesPageCache: false, grant: grant, origin: origin, consent: consent)
-            configureCaching(&info, handle)
-            handle.attach(to: &info)
-            if fuse_reply_create(request.raw, &entry, &info) != 0 {
-                if let handle = OpenFile.take(&info) { releaseHandle(handle) }
-                forget(entry.ino, 1)
-            }
+            replyCreate(request, &entry, &info, handle)
         } catch {
             if let grant { claims.release(grant) }
             reacquire(consent)
