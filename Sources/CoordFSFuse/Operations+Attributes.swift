@@ -148,9 +148,7 @@ extension FileSystem {
     /// (staging it), the rest on whatever the owner reads now (they commit with it).
     private func changeAttributes(through save: Save, _ wanted: stat, _ fields: Int32) throws(Errno) {
         if fields & FUSE_SET_ATTR_SIZE != 0 {
-            try save.change(truncating: wanted.st_size == 0, reopen: reopen(descriptor:flags:)) { (descriptor) throws(Errno) in
-                try StagedFile.truncate(descriptor, to: wanted.st_size, reopen: reopen(descriptor:flags:))
-            }
+            try save.truncate(to: wanted.st_size, reopen: reopen(descriptor:flags:))
         }
         let current = save.current
         try withExtendedLifetime(current) { () throws(Errno) in

@@ -201,8 +201,7 @@ extension FileSystem {
             if flags & O_TRUNC != 0 {
                 let dropsSetID = canChangeOwners && fuse_req_ctx(request.raw)!.pointee.uid != 0
                 do throws(Errno) {
-                    try save.change(truncating: true, reopen: reopen(descriptor:flags:)) { (descriptor) throws(Errno) in
-                        try StagedFile.truncate(descriptor, to: 0, reopen: reopen(descriptor:flags:))
+                    try save.truncate(to: 0, reopen: reopen(descriptor:flags:)) { (descriptor) throws(Errno) in
                         if dropsSetID { try clearSetIDBits(descriptor) }
                     }
                 } catch {
@@ -414,9 +413,9 @@ extension FileSystem {
 
     /// Runs a change of a handle's contents: through its save (staging it first), or on its own
     /// descriptor for in-place files.
-    private func changeContents<R>(of handle: OpenFile, truncating: Bool = false, _ body: (Int32) throws(Errno) -> R) throws(Errno) -> R {
+    private func changeContents<R>(of handle: OpenFile, _ body: (Int32) throws(Errno) -> R) throws(Errno) -> R {
         if let save = handle.save {
-            return try save.change(truncating: truncating, reopen: reopen(descriptor:flags:), body)
+            return try save.change(reopen: reopen(descriptor:flags:), body)
         }
         handle.wroteInPlace.store(true, ordering: .relaxed)
         return try body(handle.own!.raw)

@@ -137,11 +137,28 @@ final class Save: Sendable {
     /// A failed save will not commit: new opens, even the owner's, see the committed version.
     var hasFailed: Bool { state.withLock { $0.failure != nil } }
 
-    /// Runs a change (write, truncate, fallocate, metadata) against the temp, staging it first.
-    /// `truncating` stages an empty temp instead of a copy when nothing is staged yet.
+    /// Runs a change (write, fallocate, copy, metadata) against the temp, staging it first.
     /// A failure of the change itself marks the save failed: it will not commit.
-    func change<R>(truncating: Bool = false, reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
+    func change<R>(reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
                    _ body: (Int32) throws(Errno) -> R) throws(Errno) -> R {
+        try change(truncating: false, reopen: reopen) { (descriptor, _) throws(Errno) -> R in try body(descriptor) }
+    }
+
+    /// Truncates the owner's version to `length` (a setattr, or O_TRUNC at open), then runs
+    /// `then` on it. A temp staged for this very truncation to zero starts empty, with its times
+    /// set by the staging: truncating it again would cost three system calls and show nothing.
+    func truncate(to length: off_t, reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
+                  then: (Int32) throws(Errno) -> Void = { _ throws(Errno) in }) throws(Errno) {
+        try change(truncating: length == 0, reopen: reopen) { (descriptor, stagedEmpty) throws(Errno) in
+            if !(stagedEmpty && length == 0) { try StagedFile.truncate(descriptor, to: length, reopen: reopen) }
+            try then(descriptor)
+        }
+    }
+
+    /// `change`, where `truncating` stages an empty temp instead of a copy when nothing is staged
+    /// yet, and `body` learns whether this call did so.
+    private func change<R>(truncating: Bool, reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
+                           _ body: (Int32, _ stagedEmpty: Bool) throws(Errno) -> R) throws(Errno) -> R {
         try state.withLock { (state) throws(Errno) -> R in
             if let failure = state.failure { throw failure }
             if state.discarded {
@@ -150,8 +167,9 @@ final class Save: Sendable {
                     state.current = SharedDescriptor(try reopen(state.current.raw, O_RDWR))
                     state.currentIsWritable = true
                 }
-                return try body(state.current.raw)
+                return try body(state.current.raw, false)
             }
+            var stagedEmpty = false
             if state.staged == nil {
                 let directory = state.directory.directory
                 let current = state.current.raw
@@ -169,9 +187,10 @@ final class Save: Sendable {
                 state.current = SharedDescriptor(try Syscall.duplicate(staged.descriptor.raw))
                 state.currentIsWritable = true
                 state.staged = consume staged
+                stagedEmpty = truncating
             }
             do throws(Errno) {
-                return try body(state.current.raw)
+                return try body(state.current.raw, stagedEmpty)
             } catch {
                 state.failure = error
                 throw error

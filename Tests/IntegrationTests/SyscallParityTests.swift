@@ -629,6 +629,40 @@ import Testing
         }
     }
 
+    /// Emptying a file marks it modified now, even when nothing is written after: by O_TRUNC at
+    /// open and by ftruncate to zero, on the first save in a directory (a fresh temp) and on
+    /// later ones (a reused spare, emptied at an earlier save and not truncated again). The
+    /// pause puts that earlier emptying well before the open; file times are coarse (a tick).
+    @Test func emptyingWithoutWritingUpdatesTimes() throws {
+        try withMount { scratch in
+            try Self.expectPythonParity(#"""
+                def aged(data):
+                    write('g', data)
+                    os.utime('g', (1600000000, 1600000000))
+                    time.sleep(0.1)
+                    return time.time_ns() - 30_000_000
+                def fresh(status, since):
+                    return status.st_mtime_ns >= since and status.st_ctime_ns >= since
+                for round in range(3):
+                    since = aged('data %d ' % round * 100)
+                    touch_open('g', os.O_WRONLY | os.O_TRUNC)
+                    after = os.stat('g')
+                    print(round, 'O_TRUNC', after.st_size, fresh(after, since))
+                    since = aged('more %d ' % round * 50)
+                    fd = os.open('g', os.O_WRONLY)
+                    os.ftruncate(fd, 0)
+                    pending = os.fstat(fd)
+                    os.close(fd)
+                    after = os.stat('g')
+                    print(round, 'ftruncate', pending.st_size, fresh(pending, since), after.st_size, fresh(after, since), content('g'))
+                """#, in: scratch, expected: [
+                "0 O_TRUNC 0 True",
+                "2 O_TRUNC 0 True",
+                "2 ftruncate 0 True 0 True b''",
+            ])
+        }
+    }
+
     @Test func appendFromTwoDescriptors() throws {
         try withMount { scratch in
             try Self.expectPythonParity(#"""

@@ -18,8 +18,10 @@ enum MetadataCopy {
     /// Carries owner, extended attributes and mode from `source` (the committed file, with
     /// `status` its fstat) to `temp`. `replacingAttributes` also removes the attributes the
     /// temp has and the source does not (a reused spare has those of another version or file).
-    static func carryOver(from source: Int32, status: stat, to temp: Int32, replacingAttributes: Bool = false) throws(Errno) {
-        try carryOverOwner(status, to: temp)
+    /// `tempStatus` is the temp's fstat when the caller has one (its owner is all that is read).
+    static func carryOver(from source: Int32, status: stat, to temp: Int32, tempStatus: stat? = nil,
+                          replacingAttributes: Bool = false) throws(Errno) {
+        try carryOverOwner(status, to: temp, tempStatus: tempStatus)
         try carryOverExtendedAttributes(from: source, to: temp, replacing: replacingAttributes)
         try Syscall.changeMode(temp, status.st_mode & 0o7777)
     }
@@ -44,8 +46,9 @@ enum MetadataCopy {
 
     /// Root gives the temp the target's owner and group. Others cannot give files away; they
     /// try the group alone (allowed when they belong to it, as `cp -p` does) and let it go if refused.
-    static func carryOverOwner(_ status: stat, to temp: Int32) throws(Errno) {
-        let current = try Syscall.stat(temp)
+    static func carryOverOwner(_ status: stat, to temp: Int32, tempStatus: stat? = nil) throws(Errno) {
+        let current: stat
+        if let tempStatus { current = tempStatus } else { current = try Syscall.stat(temp) }
         if current.st_uid == status.st_uid && current.st_gid == status.st_gid { return }
         if geteuid() == 0 {
             try Syscall.changeOwner(temp, status.st_uid, status.st_gid)

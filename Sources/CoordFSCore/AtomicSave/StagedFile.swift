@@ -122,14 +122,16 @@ public struct StagedFile: ~Copyable, Sendable {
         let staged = StagedFile(name: spare.name, descriptor: try Syscall.duplicate(spare.descriptor.raw))
         do throws(Errno) {
             // Spares are emptied when they are kept; truncating again would only arm ext4's flush.
-            if try Syscall.stat(staged.descriptor.raw).st_size == 0 {
+            let spareStatus = try Syscall.stat(staged.descriptor.raw)
+            if spareStatus.st_size == 0 {
                 try Syscall.setTimes(staged.descriptor.raw, (timespec(tv_sec: 0, tv_nsec: Linux.UTIME_OMIT), timespec(tv_sec: 0, tv_nsec: Linux.UTIME_NOW)))
             } else {
                 try truncate(staged.descriptor.raw, to: 0, reopen: reopen)
             }
             let status = try Syscall.stat(target)
             if copyContents { try ContentCopy.copy(from: target, to: staged.descriptor.raw) }
-            try MetadataCopy.carryOver(from: target, status: status, to: staged.descriptor.raw, replacingAttributes: true)
+            try MetadataCopy.carryOver(from: target, status: status, to: staged.descriptor.raw, tempStatus: spareStatus,
+                                       replacingAttributes: true)
         } catch {
             spare.remove()
             throw error
