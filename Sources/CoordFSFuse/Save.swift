@@ -150,7 +150,7 @@ final class Save: Sendable {
     func truncate(to length: off_t, reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
                   then: (Int32) throws(Errno) -> Void = { _ throws(Errno) in }) throws(Errno) {
         try change(truncating: length == 0, reopen: reopen) { (descriptor, stagedEmpty) throws(Errno) in
-            if !(stagedEmpty && length == 0) { try StagedFile.truncate(descriptor, to: length, reopen: reopen) }
+            if !stagedEmpty { try StagedFile.truncate(descriptor, to: length, reopen: reopen) }
             try then(descriptor)
         }
     }
