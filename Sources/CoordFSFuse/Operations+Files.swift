@@ -11,7 +11,7 @@ import SystemPackage
 /// through `save`. In-place writers and special files write through `own` directly.
 /// Sendable: immutable but for an atomic flag.
 final class OpenFile: KernelHandle, Sendable {
-    let node: Node
+    var node: Node { counted.node }
     let own: SharedDescriptor?
     let save: Save?
     let isWriter: Bool
@@ -33,7 +33,6 @@ final class OpenFile: KernelHandle, Sendable {
     init(_ counted: CountedHandle, own: SharedDescriptor?, save: Save?, isWriter: Bool, appends: Bool, usesPageCache: Bool, grant: ClaimGrant?,
          origin: ChangeOrigin, consent: PresenterConsent = .nobodyAsked, cachedReader: ClaimOwner? = nil) {
         self.counted = counted
-        self.node = counted.node
         save?.bindHandle()
         self.cachedReader = cachedReader
         self.origin = origin

@@ -53,8 +53,8 @@ struct SpareCandidate: Sendable {
 final class Save: Sendable {
     let node: Node
     let owner: ClaimOwner
-    /// Where staging takes a spare from, instead of creating a temp; nil keeps no spares.
-    let spares: SparePool?
+    /// Where staging takes a spare from, instead of creating a temp.
+    let spares: SparePool
     /// Open handles that read or write through this save (its writers, and its owner's readers
     /// while it lasts). A commit compares it with the node's open handles: when they are equal,
     /// nobody else can be reading the version it replaces.
@@ -86,7 +86,7 @@ final class Save: Sendable {
     private let state: Mutex<State>
 
     /// A save of an existing file, reading `committed` until its first change.
-    init(node: Node, owner: ClaimOwner, committed: consuming OwnedDescriptor, directory: Node, name: String, spares: SparePool?) {
+    init(node: Node, owner: ClaimOwner, committed: consuming OwnedDescriptor, directory: Node, name: String, spares: SparePool) {
         self.node = node
         self.owner = owner
         self.spares = spares
@@ -94,7 +94,7 @@ final class Save: Sendable {
     }
 
     /// A save of a file being created: `staged` is its temp, which the node already stands for.
-    init(node: Node, owner: ClaimOwner, creating staged: consuming StagedFile, directory: Node, name: String, spares: SparePool?) throws(Errno) {
+    init(node: Node, owner: ClaimOwner, creating staged: consuming StagedFile, directory: Node, name: String, spares: SparePool) throws(Errno) {
         self.node = node
         self.owner = owner
         self.spares = spares
@@ -174,7 +174,7 @@ final class Save: Sendable {
                 let directory = state.directory.directory
                 let current = state.current.raw
                 let staged: StagedFile
-                if let spare = spares?.take(in: state.directory.identity) {
+                if let spare = spares.take(in: state.directory.identity) {
                     staged = try StagedFile.reuse(spare, replacing: current, copyContents: !truncating, reopen: reopen)
                 } else {
                     staged = try DirectoryTimes.keeping(of: directory) { () throws(Errno) -> StagedFile in
@@ -215,7 +215,7 @@ final class Save: Sendable {
             let directory = state.directory.directory
             let name = state.name
             // The version this commit replaces, when it may be kept: no handle but ours is open.
-            let keepable = spares != nil && state.exists && node.openHandleCount == boundHandles.load(ordering: .relaxed)
+            let keepable = state.exists && node.openHandleCount == boundHandles.load(ordering: .relaxed)
                 ? node.backing : nil
             var kept: NodeBacking?
             do throws(Errno) {
@@ -258,7 +258,7 @@ final class Save: Sendable {
                 spare = SpareCandidate(name: staged.name, version: kept, directory: state.directory)
                 // Announced before the reply: a removal of the directory that comes before
                 // `finish` has emptied it must find it.
-                spares?.expect(staged.name, in: state.directory)
+                spares.expect(staged.name, in: state.directory)
             }
             return CommitReport(created: created, path: nodes.path(of: node), size: Int64(status.st_size),
                                 replaced: replaced, spare: spare)

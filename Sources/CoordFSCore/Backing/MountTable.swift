@@ -67,10 +67,8 @@ public struct MountTable: Sendable {
     /// (`/sys/fs/ext4/<device>/journal_task` reads `<none>`); true when it cannot tell.
     /// Without a journal ext4 orders nothing across a power loss, `data=ordered` included.
     public static func ext4HasJournal(_ entry: Entry) -> Bool {
-        var link = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = readlink("/sys/dev/block/\(entry.major):\(entry.minor)", &link, link.count - 1)
-        guard length > 0 else { return true }
-        let device = String(decoding: link[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self).split(separator: "/").last ?? ""
+        guard let link = try? Syscall.readLink(at: AT_FDCWD, "/sys/dev/block/\(entry.major):\(entry.minor)") else { return true }
+        let device = String(decoding: link.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self).split(separator: "/").last ?? ""
         guard let file = fopen("/sys/fs/ext4/\(device)/journal_task", "r") else { return true }
         defer { fclose(file) }
         var text = [CChar](repeating: 0, count: 64)
