@@ -95,11 +95,27 @@ public final class FileSystem: Sendable {
         if let existing = nodes.lookUpExisting(FileIdentity(status), parent: parent, name: nameString) {
             return entry(existing, status)
         }
+        return try adopt(parent, name, nameString)
+    }
+
+    /// Looks up what this request has just made at `parent`/`name` (a new file, directory,
+    /// node or symlink): no node can stand for it yet, so the probe `lookUp` starts with
+    /// would only cost a stat.
+    func lookUpMade(_ parent: Node, _ name: String) throws(Errno) -> fuse_entry_param {
+        try name.withCString { (cName) -> Result<fuse_entry_param, Errno> in
+            Result { () throws(Errno) -> fuse_entry_param in try adopt(parent, cName, name) }
+        }.get()
+    }
+
+    /// Opens the object at `parent`/`name` and counts a kernel lookup of it: a new node, or the
+    /// one another thread registered for the same object first. The stat comes from the opened
+    /// descriptor, so the entry describes the object the node holds even if the name changed.
+    private func adopt(_ parent: Node, _ name: UnsafePointer<CChar>, _ nameString: String) throws(Errno) -> fuse_entry_param {
         let descriptor = try Syscall.openAt(parent.directory, name, Linux.O_PATH | O_NOFOLLOW)
-        let openedStatus = try Syscall.statOfPathDescriptor(descriptor.raw)
-        let node = nodes.lookUp(openedStatus, descriptor: descriptor, parent: parent, name: nameString)
+        let status = try Syscall.statOfPathDescriptor(descriptor.raw)
+        let node = nodes.lookUp(status, descriptor: descriptor, parent: parent, name: nameString)
         evictor?.noteGrowth(count: nodes.count)
-        return entry(node, openedStatus)
+        return entry(node, status)
     }
 
     func entry(_ node: Node, _ status: stat) -> fuse_entry_param {

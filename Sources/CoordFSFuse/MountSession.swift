@@ -30,7 +30,7 @@ public final class MountSession {
         self.mountpoint = mountpoint
         self.logger = logger
         Syscall.raiseDescriptorLimit()
-        umask(0) // callers' modes arrive with their umask applied; ours must not apply again
+        Syscall.clearCreationMask() // callers' modes arrive with their umask applied; ours must not apply again
         do {
             fileSystem = try FileSystem(backing: backing, options: options, logger: logger)
         } catch {

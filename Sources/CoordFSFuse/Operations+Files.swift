@@ -314,7 +314,7 @@ extension FileSystem {
         do throws(Errno) {
             let descriptor = try createExclusively(parent, name, flags: backingFlags(info.flags), mode: mode)
             try giveToCaller(request.raw, parent: parent, name: name, descriptor: descriptor.raw, mode: mode)
-            var entry = try lookUp(parent, name)
+            var entry = try lookUpMade(parent, name)
             publish(.created, origin: origin, path: nodes.path(of: parent)?.appending(name), isDirectory: false, size: 0)
             let handle = OpenFile(CountedHandle(try node(entry.ino)), own: SharedDescriptor(descriptor), save: nil, isWriter: true,
                                   appends: false, usesPageCache: true, grant: nil, origin: origin, consent: consent)
@@ -347,7 +347,7 @@ extension FileSystem {
             let staged = try StagedFile.stage(in: parent.directory, replacing: nil, copyContents: false, owner: nil, mode: mode & 0o7777)
             try giveToCaller(request.raw, parent: parent, name: staged.name, descriptor: staged.descriptor.raw, mode: mode)
             let stagedName = staged.name
-            var entry = try lookUp(parent, stagedName)
+            var entry = try lookUpMade(parent, stagedName)
             let node = try self.node(entry.ino)
             nodes.moved(node.identity, to: parent, name: name)
             let save = try Save(node: node, owner: owner, creating: staged, directory: parent, name: name, spares: spares)

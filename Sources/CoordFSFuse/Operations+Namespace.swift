@@ -24,7 +24,8 @@ extension FileSystem {
                 if activity.pendingSave(PendingName(directory: parent.id, name: nameString)) != nil { throw .fileExists }
                 try make(parent, nameString)
                 if givenToCaller { try giveToCaller(pending.raw, parent: parent, name: nameString, mode: mode) }
-                var entry = try lookUp(parent, nameString)
+                // A hard link names an object that may have a node already; anything else is new.
+                var entry = givenToCaller ? try lookUpMade(parent, nameString) : try lookUp(parent, nameString)
                 publish(.created, origin: origin(of: pending.raw), path: path, isDirectory: mode & S_IFMT == S_IFDIR, size: nil)
                 fuse_reply_entry(pending.raw, &entry)
             } catch {

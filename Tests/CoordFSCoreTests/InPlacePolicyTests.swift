@@ -54,6 +54,20 @@ import Testing
         #expect(!GlobPattern(String(repeating: "*a", count: 30) + "b").matches(String(repeating: "a", count: 200)))
     }
 
+    /// `*` then plain characters is matched as a suffix: the same answers as the general matcher.
+    @Test func starThenLiteralsIsASuffix() {
+        #expect(GlobPattern("*.db").literalSuffix == Array(".db".unicodeScalars))
+        #expect(GlobPattern("*\\*").literalSuffix == ["*"])
+        #expect(GlobPattern("*.sw?").literalSuffix == nil)
+        #expect(GlobPattern("a*").literalSuffix == nil)
+        for name in [".db", "a.db", "x.db.db", "é.db"] { #expect(GlobPattern("*.db").matches(name), "\(name)") }
+        for name in ["", "db", "a.db-wal", "a.dB", "a.d"] { #expect(!GlobPattern("*.db").matches(name), "\(name)") }
+        #expect(GlobPattern("*\\*").matches("x*"))
+        #expect(!GlobPattern("*\\*").matches("x"))
+        #expect(GlobPattern("*é").matches("café"))
+        #expect(!GlobPattern("*é").matches("cafe"))
+    }
+
     @Test func pathPatternsMatchTheWholePath() {
         let policy = InPlacePolicy(patterns: ["data/**/*.bin", "/build/*", "**/cache/**", "exact/file.txt", "*/top.dat"],
                                    largerThan: nil)

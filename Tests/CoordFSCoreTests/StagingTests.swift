@@ -18,6 +18,20 @@ import Testing
         #expect(StagingName.make() != StagingName.make())
     }
 
+    /// Names come from a per-process key and a counter: none repeats, even from many threads.
+    @Test func madeNamesNeverRepeat() async {
+        let batches = await withTaskGroup(of: [String].self) { group in
+            for _ in 0..<8 { group.addTask { (0..<5_000).map { _ in StagingName.make() } } }
+            return await group.reduce(into: [[String]]()) { $0.append($1) }
+        }
+        let names = batches.flatMap { $0 }
+        #expect(Set(names).count == names.count)
+        #expect(names.allSatisfy { StagingName.isStaging($0) })
+        // Neighbouring counts land far apart: about half of the 64 bits differ.
+        let differing = (StagingName.scramble(1) ^ StagingName.scramble(2)).nonzeroBitCount
+        #expect((16...48).contains(differing))
+    }
+
     static let samples: [(String, Bool)] = [
         (".coordfs-tmp-0123456789abcdef", true),
         (".coordfs-tmp-0000000000000000", true),

@@ -24,6 +24,9 @@ struct GlobPattern: Sendable, Equatable {
     }
 
     let tokens: [Token]
+    /// For a pattern that is `*` and then plain characters (`*.db`, most of the in-place
+    /// defaults): those characters, which a name matches by ending with them.
+    let literalSuffix: [Unicode.Scalar]?
 
     init(_ text: some StringProtocol) {
         let scalars = Array(text.unicodeScalars)
@@ -55,6 +58,12 @@ struct GlobPattern: Sendable, Equatable {
             }
         }
         self.tokens = tokens
+        var suffix: [Unicode.Scalar] = []
+        for token in tokens.dropFirst() {
+            guard case .literal(let scalar) = token else { break }
+            suffix.append(scalar)
+        }
+        literalSuffix = tokens.first == .star && suffix.count == tokens.count - 1 ? suffix : nil
     }
 
     /// Parses `[...]` starting at `start` (the `[`); nil when it is never closed.
@@ -102,6 +111,9 @@ struct GlobPattern: Sendable, Equatable {
     /// The same for a name already split into scalars: a policy tries many patterns on one
     /// name, on every open for writing, and splits it once.
     func matches(scalars: [Unicode.Scalar]) -> Bool {
+        if let literalSuffix {
+            return scalars.count >= literalSuffix.count && scalars.suffix(literalSuffix.count).elementsEqual(literalSuffix)
+        }
         var t = 0, s = 0
         var starToken = -1, starScalar = 0
         while s < scalars.count {

@@ -32,14 +32,17 @@ enum MetadataCopy {
             try Syscall.changeOwner(temp, owner.0, owner.1)
         }
         let wanted = mode & 0o7777
-        if hasAttribute(directory, defaultACL) {
+        // Creation gave the file the permission bits it should have (the caller's, or what the
+        // directory's default ACL made of them) unless our umask took some away; only set-id
+        // bits, left out at creation, may be missing.
+        if wanted & 0o7000 == 0 && Syscall.creationMaskIsClear { return }
+        if hasAttribute(directory, defaultACL, pathDescriptor: true) {
             // The directory's default ACL decided the permission bits at creation (instead of
             // the umask), as it would for any file created there: keep them, add set-id bits.
             let current = try Syscall.stat(temp).st_mode & 0o7777
             let merged = (current & 0o777) | (wanted & 0o7000)
             if merged != current { try Syscall.changeMode(temp, merged) }
         } else {
-            // The daemon's umask played no part in what the caller asked for.
             try Syscall.changeMode(temp, wanted)
         }
     }
@@ -122,8 +125,11 @@ enum MetadataCopy {
         }
     }
 
-    static func hasAttribute(_ fd: Int32, _ name: String) -> Bool {
-        ((try? ExtendedAttributes.size(of: fd, name)) ?? 0) > 0
+    /// Whether the object behind `fd` has the attribute `name` with a value. `pathDescriptor`:
+    /// `fd` is known to be opened `O_PATH` (a node's directory), so the call goes straight to
+    /// `/proc/self/fd` instead of failing with EBADF first.
+    static func hasAttribute(_ fd: Int32, _ name: String, pathDescriptor: Bool = false) -> Bool {
+        ((try? ExtendedAttributes.size(of: fd, name, pathDescriptor: pathDescriptor)) ?? 0) > 0
     }
 }
 
@@ -152,9 +158,16 @@ enum ExtendedAttributes {
         try readWhole { (buffer) throws(Errno) -> Int in try get(fd, name, into: buffer) }
     }
 
-    /// The size of one attribute's value; ENODATA when it is absent.
-    static func size(of fd: Int32, _ name: String) throws(Errno) -> Int {
-        try get(fd, name, into: UnsafeMutableRawBufferPointer(start: nil, count: 0))
+    /// The size of one attribute's value; ENODATA when it is absent. `pathDescriptor`: see
+    /// `MetadataCopy.hasAttribute`.
+    static func size(of fd: Int32, _ name: String, pathDescriptor: Bool = false) throws(Errno) -> Int {
+        let query = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+        if pathDescriptor {
+            return try withProcessPath(fd) { (path) throws(Errno) -> Int in
+                try Syscall.getExtendedAttribute(path, name, into: query, followLinks: true)
+            }
+        }
+        return try get(fd, name, into: query)
     }
 
     private static func get(_ fd: Int32, _ name: UnsafePointer<CChar>, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The names coordfs keeps for itself in the backing: staged temp files and the recovery folder.
 ///
 /// A temp name is `.coordfs-tmp-` followed by 16 random lowercase hex digits: 29 bytes
@@ -17,11 +19,32 @@ public enum StagingName {
     public static let recoveryFolder = recoveryFolderBytes.description
     static let recoveryFolderBytes: StaticString = ".coordfs-recovery"
 
-    /// A fresh temp name with 64 random bits (from the system's random source): collisions
-    /// are left to O_EXCL, which makes the caller draw again.
+    /// A fresh temp name: 64 bits that no other name from this process has, and that look
+    /// random across processes (another mount of the same backing, an earlier run). The rare
+    /// clash with a name already in the backing is left to O_EXCL, which makes the caller
+    /// draw again.
     public static func make() -> String {
+        let count = drawn.wrappingAdd(1, ordering: .relaxed).newValue
+        return make(random: scramble(processKey &+ count &* 0x9E37_79B9_7F4A_7C15))
+    }
+
+    /// Drawn once per process from the system's random source, so that a name costs no
+    /// system call (a `getrandom` per save shows in the profile of small saves).
+    private static let processKey: UInt64 = {
         var generator = SystemRandomNumberGenerator()
-        return make(random: generator.next())
+        return generator.next()
+    }()
+
+    /// How many names this process has made.
+    private static let drawn = Atomic<UInt64>(0)
+
+    /// SplitMix64's output function: a bijection on 64 bits (distinct counts give distinct
+    /// names) that spreads neighbouring inputs far apart.
+    static func scramble(_ value: UInt64) -> UInt64 {
+        var mixed = value
+        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+        return mixed ^ (mixed >> 31)
     }
 
     /// The temp name for a given random value (tests use it to force a collision).

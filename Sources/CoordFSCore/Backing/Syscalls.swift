@@ -1,5 +1,6 @@
 import CSystemCalls
 import Glibc
+import Synchronization
 import SystemPackage
 
 /// Every system call coordfs makes on the backing directory goes through here: one typed
@@ -7,6 +8,21 @@ import SystemPackage
 ///
 /// Keeping them in one place makes failure paths reviewable (and fakeable) without a mount.
 public enum Syscall {
+    /// Set once the process's file creation mask is zero for good (see `clearCreationMask`).
+    private static let creationMaskCleared = Atomic<Bool>(false)
+
+    /// Sets the process's umask to zero, for the rest of its life: the modes a daemon creates
+    /// files with come from its callers, with their own umask applied already. Remembered, so
+    /// code that creates files can trust that a new file has the mode it asked for.
+    public static func clearCreationMask() {
+        umask(0)
+        creationMaskCleared.store(true, ordering: .releasing)
+    }
+
+    /// Whether `clearCreationMask` ran: files are created with exactly the mode asked for
+    /// (less what a default ACL takes away).
+    public static var creationMaskIsClear: Bool { creationMaskCleared.load(ordering: .acquiring) }
+
     @inline(__always)
     public static func check(_ result: Int32) throws(Errno) -> Int32 {
         if result < 0 { throw Errno.current }
