@@ -1,6 +1,7 @@
 #define _GNU_SOURCE 1
 #include "csystemcalls.h"
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <sys/xattr.h>
@@ -79,4 +80,12 @@ int csys_fremovexattr(int fd, const char *name) {
 
 int csys_ficlone(int dest_fd, int src_fd) {
     return ioctl(dest_fd, FICLONE, src_fd);
+}
+
+int csys_unshare_fs_once(void) {
+    static _Thread_local int unshared = 0;
+    if (unshared) return 0;
+    if (unshare(CLONE_FS) != 0) return -1;
+    unshared = 1;
+    return 0;
 }

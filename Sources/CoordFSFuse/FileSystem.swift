@@ -2,6 +2,7 @@ import CFuse
 import Dispatch
 import Glibc
 import Logging
+import Synchronization
 import CoordFSCore
 import SystemPackage
 
@@ -24,6 +25,8 @@ public final class FileSystem: Sendable {
     /// (so `commitDurability` asks no fsync for that), but not before an exchange: a commit
     /// that exchanges starts the writeback itself (see `StagedFile.exchange`).
     let startsWritebackBeforeExchange: Bool
+    /// Set at init when the kernel agreed to leave callers' umasks to us (FUSE_CAP_DONT_MASK).
+    let masksCreatedModes = Atomic<Bool>(false)
     /// Files replaced by commits, emptied, for the next saves in their directories to reuse.
     let spares = SparePool()
     /// Set once by the session before the mount serves its first request, never changed after.
@@ -193,7 +196,15 @@ public final class FileSystem: Sendable {
         if StagingName.isReserved(name: name, inRoot: parent.id == NodeTable.rootID) { throw .notPermitted }
     }
 
-    // MARK: Ownership of new objects
+    // MARK: Ownership and mode of new objects
+
+    /// The umask to create the caller's new object under (see `Syscall.withCreationMask`).
+    /// The kernel can mask a mode only by the umask, which on a plain disk a default ACL on
+    /// the directory replaces; so it hands callers' modes over unmasked, and the backing's own
+    /// creation masks them, whichever way applies. Zero when the kernel masked them already.
+    func creationMask(of request: fuse_req_t) -> mode_t {
+        masksCreatedModes.load(ordering: .relaxed) ? fuse_req_ctx(request)!.pointee.umask : 0
+    }
 
     /// Gives an object the daemon just created to the calling user, as a local filesystem
     /// would have: the caller's uid, and its gid unless the parent directory is setgid.
@@ -208,10 +219,15 @@ public final class FileSystem: Sendable {
         } else {
             try Syscall.changeOwner(at: parent.directory, name, caller.uid, gid, flags: AT_SYMLINK_NOFOLLOW)
         }
-        // chown clears set-id bits on regular files; put back what the caller asked for.
-        if (mode & S_IFMT) == S_IFREG, (mode & (S_ISUID | S_ISGID)) != 0 {
-            if let descriptor { try Syscall.changeMode(descriptor, mode & ~S_IFMT) }
-            else { try Syscall.changeMode(at: parent.directory, name, mode & ~S_IFMT) }
+        // chown clears set-id bits on regular files; put back the ones the caller asked for.
+        let setID = mode & (S_ISUID | S_ISGID)
+        if (mode & S_IFMT) == S_IFREG, setID != 0 {
+            if let descriptor {
+                try Syscall.changeMode(descriptor, (try Syscall.stat(descriptor).st_mode & 0o7777) | setID)
+            } else {
+                let current = try Syscall.stat(at: parent.directory, name).st_mode & 0o7777
+                try Syscall.changeMode(at: parent.directory, name, current | setID)
+            }
         }
     }
 }

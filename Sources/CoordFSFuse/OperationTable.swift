@@ -88,6 +88,10 @@ extension FileSystem {
         // so readers of the committed version keep its size while the owner's save is pending.
         ask(FUSE_CAP_ATOMIC_O_TRUNC, false)
         ask(FUSE_CAP_CACHE_SYMLINKS, options.keepPageCache)
+        // Modes of new objects come unmasked, with the caller's umask beside them: a default
+        // ACL on the directory must take the umask's place, as on a plain disk (`creationMask`).
+        ask(FUSE_CAP_DONT_MASK, true)
+        masksCreatedModes.store(wanted & UInt32(FUSE_CAP_DONT_MASK) != 0, ordering: .relaxed)
         connection.pointee.want = wanted
         connection.pointee.time_gran = 1
         logger.debug("negotiated kernel features", metadata: ["offered": "\(String(offered, radix: 16))", "wanted": "\(String(wanted, radix: 16))"])

@@ -295,11 +295,17 @@ import Testing
         #expect(try Syscall.stat(staged.descriptor.raw).st_mode & 0o7777 == 0o640)
     }
 
+    /// The mode asked less the creating thread's umask (which `withCreationMask` sets for
+    /// this thread alone, and puts back), set-id bits kept.
     @Test func newFileGetsTheModeAndOwnerAsked() throws {
         let owner: (uid_t, gid_t)? = isRoot ? (65534, 65534) : nil
-        let staged = try StagedFile.stage(in: scratch.raw, replacing: nil, copyContents: false, owner: owner, mode: S_IFREG | 0o2667)
+        let processMask = try readUmask()
+        let staged = try Syscall.withCreationMask(0o027, mode: S_IFREG | 0o2667) { (mode) throws(Errno) in
+            try StagedFile.stage(in: scratch.raw, replacing: nil, copyContents: false, owner: owner, mode: mode)
+        }
+        #expect(try readUmask() == processMask)
         let status = try Syscall.stat(staged.descriptor.raw)
-        #expect(status.st_mode & 0o7777 == 0o2667) // exact: the daemon's umask plays no part
+        #expect(status.st_mode & 0o7777 == 0o2640)
         #expect(status.st_size == 0)
         if isRoot {
             #expect(status.st_uid == 65534)
@@ -307,6 +313,12 @@ import Testing
         } else {
             #expect(status.st_uid == geteuid())
         }
+    }
+
+    /// This thread's umask, from /proc (umask(2) cannot read it without setting it).
+    private func readUmask() throws -> String {
+        let status = try String(contentsOfFile: "/proc/thread-self/status", encoding: .utf8)
+        return status.split(separator: "\n").first { $0.hasPrefix("Umask:") }.map(String.init) ?? "?"
     }
 
     /// In a directory with a default ACL, the ACL (not the mode asked, not the umask) decides

@@ -663,6 +663,33 @@ import Testing
         }
     }
 
+    /// New files, directories and FIFOs get the permission bits creat(2) gives them on a
+    /// plain disk: the caller's mode less its umask, or, in a directory with a default ACL,
+    /// the ACL's instead of the umask (the kernel hands the mode over unmasked). Atomic and
+    /// in-place creates alike; set-id bits kept.
+    @Test func newObjectsFollowTheUmaskOrTheDefaultACL() throws {
+        try withMount { scratch in
+            try Self.expectPythonParity(#"""
+                os.umask(0o027)
+                os.mkdir('plain'); os.mkdir('acl')
+                if subprocess.call(['setfacl', '-d', '-m', 'u::rwx,g::rwx,o::-,u:65534:rw', 'acl']) != 0: sys.exit(1)
+                def modes(directory):
+                    touch_open(directory + '/file', os.O_WRONLY | os.O_CREAT, 0o666)
+                    touch_open(directory + '/exclusive', os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o4777)
+                    touch_open(directory + '/in-place.log', os.O_WRONLY | os.O_CREAT, 0o666)
+                    os.mkdir(directory + '/dir', 0o777)
+                    os.mkfifo(directory + '/fifo', 0o666)
+                    names = ['file', 'exclusive', 'in-place.log', 'dir', 'fifo']
+                    print(directory, ' '.join('%s=%o' % (n, stat.S_IMODE(os.lstat(directory + '/' + n).st_mode)) for n in names))
+                modes('plain')
+                modes('acl')
+                """#, in: scratch, expected: [
+                "plain file=640 exclusive=4750 in-place.log=640 dir=750 fifo=640",
+                "acl file=660 exclusive=4770 in-place.log=660 dir=770 fifo=660",
+            ])
+        }
+    }
+
     @Test func appendFromTwoDescriptors() throws {
         try withMount { scratch in
             try Self.expectPythonParity(#"""

@@ -13,7 +13,6 @@ import SystemPackage
 /// Times are not carried over: a save is a modification.
 enum MetadataCopy {
     static let accessACL = "system.posix_acl_access"
-    static let defaultACL = "system.posix_acl_default"
 
     /// Carries owner, extended attributes and mode from `source` (the committed file, with
     /// `status` its fstat) to `temp`. `replacingAttributes` also removes the attributes the
@@ -26,25 +25,22 @@ enum MetadataCopy {
         try Syscall.changeMode(temp, status.st_mode & 0o7777)
     }
 
-    /// Sets owner and mode of a new file's temp, created with `mode`'s permission bits in `directory`.
-    static func apply(owner: (uid_t, gid_t)?, mode: mode_t, to temp: Int32, in directory: Int32) throws(Errno) {
+    /// Sets owner and set-id bits of a new file's temp. Its permission bits are the ones its
+    /// creation gave it (the mode asked, less the creating thread's umask, or as the
+    /// directory's default ACL has them instead): as on a plain disk, they stay.
+    static func apply(owner: (uid_t, gid_t)?, mode: mode_t, to temp: Int32) throws(Errno) {
         if let owner, geteuid() == 0 {
             try Syscall.changeOwner(temp, owner.0, owner.1)
         }
-        let wanted = mode & 0o7777
-        // Creation gave the file the permission bits it should have (the caller's, or what the
-        // directory's default ACL made of them) unless our umask took some away; only set-id
-        // bits, left out at creation, may be missing.
-        if wanted & 0o7000 == 0 && Syscall.creationMaskIsClear { return }
-        if hasAttribute(directory, defaultACL, pathDescriptor: true) {
-            // The directory's default ACL decided the permission bits at creation (instead of
-            // the umask), as it would for any file created there: keep them, add set-id bits.
-            let current = try Syscall.stat(temp).st_mode & 0o7777
-            let merged = (current & 0o777) | (wanted & 0o7000)
-            if merged != current { try Syscall.changeMode(temp, merged) }
-        } else {
-            try Syscall.changeMode(temp, wanted)
-        }
+        try addSetIDBits(of: mode, to: temp)
+    }
+
+    /// Adds `mode`'s set-id and sticky bits, which creation leaves out, to what `file` has.
+    static func addSetIDBits(of mode: mode_t, to file: Int32) throws(Errno) {
+        let setID = mode & 0o7000
+        guard setID != 0 else { return }
+        let current = try Syscall.stat(file).st_mode & 0o7777
+        if current | setID != current { try Syscall.changeMode(file, current | setID) }
     }
 
     /// Root gives the temp the target's owner and group. Others cannot give files away; they
@@ -125,11 +121,8 @@ enum MetadataCopy {
         }
     }
 
-    /// Whether the object behind `fd` has the attribute `name` with a value. `pathDescriptor`:
-    /// `fd` is known to be opened `O_PATH` (a node's directory), so the call goes straight to
-    /// `/proc/self/fd` instead of failing with EBADF first.
-    static func hasAttribute(_ fd: Int32, _ name: String, pathDescriptor: Bool = false) -> Bool {
-        ((try? ExtendedAttributes.size(of: fd, name, pathDescriptor: pathDescriptor)) ?? 0) > 0
+    static func hasAttribute(_ fd: Int32, _ name: String) -> Bool {
+        ((try? ExtendedAttributes.size(of: fd, name)) ?? 0) > 0
     }
 }
 
@@ -158,16 +151,9 @@ enum ExtendedAttributes {
         try readWhole { (buffer) throws(Errno) -> Int in try get(fd, name, into: buffer) }
     }
 
-    /// The size of one attribute's value; ENODATA when it is absent. `pathDescriptor`: see
-    /// `MetadataCopy.hasAttribute`.
-    static func size(of fd: Int32, _ name: String, pathDescriptor: Bool = false) throws(Errno) -> Int {
-        let query = UnsafeMutableRawBufferPointer(start: nil, count: 0)
-        if pathDescriptor {
-            return try withProcessPath(fd) { (path) throws(Errno) -> Int in
-                try Syscall.getExtendedAttribute(path, name, into: query, followLinks: true)
-            }
-        }
-        return try get(fd, name, into: query)
+    /// The size of one attribute's value; ENODATA when it is absent.
+    static func size(of fd: Int32, _ name: String) throws(Errno) -> Int {
+        try get(fd, name, into: UnsafeMutableRawBufferPointer(start: nil, count: 0))
     }
 
     private static func get(_ fd: Int32, _ name: UnsafePointer<CChar>, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {

@@ -85,9 +85,9 @@ public struct StagedFile: ~Copyable, Sendable {
     ///     where the filesystem can, else `copy_file_range`, else reads and writes. False
     ///     starts empty (an open with `O_TRUNC`); metadata is carried over all the same.
     ///   - owner: a new file's owner, applied when the daemon runs as root.
-    ///   - mode: a new file's mode (the caller's umask already applied), set-id bits included.
-    ///     A directory with a default ACL decides the permission bits instead, as it would for
-    ///     any file created in it.
+    ///   - mode: a new file's mode, set-id bits included. Its permission bits are masked as
+    ///     creat(2) masks them: by the calling thread's umask (see `Syscall.withCreationMask`),
+    ///     or by the directory's default ACL instead.
     /// - Throws: the errno that stopped it (ENOSPC, EDQUOT, EIO...); no temp is left behind.
     public static func stage(in directory: Int32, replacing target: Int32?, copyContents: Bool,
                              owner: (uid_t, gid_t)?, mode: mode_t) throws(Errno) -> StagedFile {
@@ -101,7 +101,7 @@ public struct StagedFile: ~Copyable, Sendable {
                 if copyContents { try ContentCopy.copy(from: target, to: staged.descriptor.raw) }
                 try MetadataCopy.carryOver(from: target, status: status, to: staged.descriptor.raw)
             } else {
-                try MetadataCopy.apply(owner: owner, mode: mode, to: staged.descriptor.raw, in: directory)
+                try MetadataCopy.apply(owner: owner, mode: mode, to: staged.descriptor.raw)
             }
         } catch {
             staged.discard(in: directory)

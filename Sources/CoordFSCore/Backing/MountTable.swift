@@ -73,7 +73,8 @@ public struct MountTable: Sendable {
         defer { fclose(file) }
         var text = [CChar](repeating: 0, count: 64)
         guard fgets(&text, Int32(text.count), file) != nil else { return true }
-        return !String(cString: text).hasPrefix("<none>")
+        let line = text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+        return !line.starts(with: "<none>".utf8)
     }
 
     /// The last mount on `path` (later mounts hide earlier ones), if any.

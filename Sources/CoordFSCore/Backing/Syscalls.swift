@@ -1,6 +1,5 @@
 import CSystemCalls
 import Glibc
-import Synchronization
 import SystemPackage
 
 /// Every system call coordfs makes on the backing directory goes through here: one typed
@@ -8,20 +7,21 @@ import SystemPackage
 ///
 /// Keeping them in one place makes failure paths reviewable (and fakeable) without a mount.
 public enum Syscall {
-    /// Set once the process's file creation mask is zero for good (see `clearCreationMask`).
-    private static let creationMaskCleared = Atomic<Bool>(false)
-
-    /// Sets the process's umask to zero, for the rest of its life: the modes a daemon creates
-    /// files with come from its callers, with their own umask applied already. Remembered, so
-    /// code that creates files can trust that a new file has the mode it asked for.
-    public static func clearCreationMask() {
-        umask(0)
-        creationMaskCleared.store(true, ordering: .releasing)
+    /// Runs `body` with the calling thread's file creation mask set to `mask`, then puts the
+    /// old one back. `body` gets the mode to create with: `mode` itself, which the kernel then
+    /// masks as creat(2) does on a plain disk (by the umask, or by the directory's default ACL
+    /// instead); or, on a thread that cannot have a mask of its own, `mode` less `mask`.
+    ///
+    /// Each thread first gets a mask of its own (`unshare(CLONE_FS)`, once per thread), so
+    /// that callers served at the same time on other threads do not see each other's.
+    public static func withCreationMask<R: ~Copyable>(_ mask: mode_t, mode: mode_t,
+                                                      _ body: (mode_t) throws(Errno) -> R) throws(Errno) -> R {
+        guard mask & mode & 0o777 != 0 else { return try body(mode) }
+        guard csys_unshare_fs_once() == 0 else { return try body(mode & ~mask) }
+        let previous = umask(mask)
+        defer { umask(previous) }
+        return try body(mode)
     }
-
-    /// Whether `clearCreationMask` ran: files are created with exactly the mode asked for
-    /// (less what a default ACL takes away).
-    public static var creationMaskIsClear: Bool { creationMaskCleared.load(ordering: .acquiring) }
 
     @inline(__always)
     public static func check(_ result: Int32) throws(Errno) -> Int32 {
