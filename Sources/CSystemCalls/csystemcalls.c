@@ -1,5 +1,6 @@
 #define _GNU_SOURCE 1
 #include "csystemcalls.h"
+#include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
@@ -84,8 +85,17 @@ int csys_ficlone(int dest_fd, int src_fd) {
 
 int csys_unshare_fs_once(void) {
     static _Thread_local int unshared = 0;
+    static _Atomic int refusal = 0; // the errno of the first refusal, for every thread
     if (unshared) return 0;
-    if (unshare(CLONE_FS) != 0) return -1;
+    int refused = refusal;
+    if (refused != 0) {
+        errno = refused;
+        return -1;
+    }
+    if (unshare(CLONE_FS) != 0) {
+        refusal = errno;
+        return -1;
+    }
     unshared = 1;
     return 0;
 }

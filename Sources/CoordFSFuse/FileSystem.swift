@@ -10,7 +10,8 @@ import SystemPackage
 /// the backing. One instance per mount, reached from a request through libfuse's userdata.
 ///
 /// Sendable: everything here is immutable after init except the node table and the open
-/// handles, which guard their own state.
+/// handles, which guard their own state, and the atomics and the two properties the session
+/// sets before serving (documented where they are).
 public final class FileSystem: Sendable {
     public let nodes: NodeTable
     public let options: MountOptions
@@ -25,7 +26,9 @@ public final class FileSystem: Sendable {
     /// (so `commitDurability` asks no fsync for that), but not before an exchange: a commit
     /// that exchanges starts the writeback itself (see `StagedFile.exchange`).
     let startsWritebackBeforeExchange: Bool
-    /// Set at init when the kernel agreed to leave callers' umasks to us (FUSE_CAP_DONT_MASK).
+    /// Set in FUSE's init when the kernel agreed to leave callers' umasks to us
+    /// (FUSE_CAP_DONT_MASK). Relaxed loads suffice: the kernel sends no request before it has
+    /// the init's reply, which libfuse sends after the store.
     let masksCreatedModes = Atomic<Bool>(false)
     /// Files replaced by commits, emptied, for the next saves in their directories to reuse.
     let spares = SparePool()
@@ -198,12 +201,15 @@ public final class FileSystem: Sendable {
 
     // MARK: Ownership and mode of new objects
 
-    /// The umask to create the caller's new object under (see `Syscall.withCreationMask`).
-    /// The kernel can mask a mode only by the umask, which on a plain disk a default ACL on
-    /// the directory replaces; so it hands callers' modes over unmasked, and the backing's own
-    /// creation masks them, whichever way applies. Zero when the kernel masked them already.
-    func creationMask(of request: fuse_req_t) -> mode_t {
-        masksCreatedModes.load(ordering: .relaxed) ? fuse_req_ctx(request)!.pointee.umask : 0
+    /// Runs `body`, which creates an object for the caller of `request`, under the caller's
+    /// umask (see `Syscall.withCreationMask`); `body` gets the mode to create with. The kernel
+    /// could mask the mode only by the umask, which on a plain disk a default ACL on the
+    /// directory replaces; so it hands modes over unmasked, and the backing's own creation
+    /// masks them, whichever way applies. Where the kernel masked them already, the mask is 0.
+    func creatingForCaller<R: ~Copyable>(_ request: fuse_req_t, mode: mode_t,
+                                         _ body: (_ creationMode: mode_t) throws(Errno) -> R) throws(Errno) -> R {
+        let mask = masksCreatedModes.load(ordering: .relaxed) ? fuse_req_ctx(request)!.pointee.umask : 0
+        return try Syscall.withCreationMask(mask, mode: mode, body)
     }
 
     /// Gives an object the daemon just created to the calling user, as a local filesystem

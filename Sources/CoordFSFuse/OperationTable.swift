@@ -1,5 +1,6 @@
 import CFuse
 import Glibc
+import CoordFSCore
 
 // The low-level operations table: thin C-callable trampolines from libfuse into FileSystem.
 // They live in this library (not in main.swift) so they are nonisolated: libfuse calls
@@ -91,7 +92,11 @@ extension FileSystem {
         // Modes of new objects come unmasked, with the caller's umask beside them: a default
         // ACL on the directory must take the umask's place, as on a plain disk (`creationMask`).
         ask(FUSE_CAP_DONT_MASK, true)
-        masksCreatedModes.store(wanted & UInt32(FUSE_CAP_DONT_MASK) != 0, ordering: .relaxed)
+        let leftToUs = wanted & UInt32(FUSE_CAP_DONT_MASK) != 0
+        masksCreatedModes.store(leftToUs, ordering: .relaxed)
+        if leftToUs && !Syscall.threadsHaveOwnCreationMasks() {
+            logger.warning("this system refuses unshare(CLONE_FS): new files get the creator's umask even in directories with a default ACL")
+        }
         connection.pointee.want = wanted
         connection.pointee.time_gran = 1
         logger.debug("negotiated kernel features", metadata: ["offered": "\(String(offered, radix: 16))", "wanted": "\(String(wanted, radix: 16))"])

@@ -312,8 +312,8 @@ extension FileSystem {
         var info = copy.info
         let origin = origin(of: request.raw)
         do throws(Errno) {
-            let descriptor = try Syscall.withCreationMask(creationMask(of: request.raw), mode: mode) { (mode) throws(Errno) in
-                try createExclusively(parent, name, flags: backingFlags(info.flags), mode: mode)
+            let descriptor = try creatingForCaller(request.raw, mode: mode) { (creationMode) throws(Errno) in
+                try createExclusively(parent, name, flags: backingFlags(info.flags), mode: creationMode)
             }
             try giveToCaller(request.raw, parent: parent, name: name, descriptor: descriptor.raw, mode: mode)
             var entry = try lookUpMade(parent, name)
@@ -346,8 +346,8 @@ extension FileSystem {
                 // ESTALE makes it look again and open what is there with its own checks.
                 throw info.flags & O_EXCL != 0 ? .fileExists : .staleNFSFileHandle
             }
-            let staged = try Syscall.withCreationMask(creationMask(of: request.raw), mode: mode & 0o7777) { (mode) throws(Errno) in
-                try StagedFile.stage(in: parent.directory, replacing: nil, copyContents: false, owner: nil, mode: mode)
+            let staged = try creatingForCaller(request.raw, mode: mode & 0o7777) { (creationMode) throws(Errno) in
+                try StagedFile.stage(in: parent.directory, replacing: nil, copyContents: false, owner: nil, mode: creationMode)
             }
             try giveToCaller(request.raw, parent: parent, name: staged.name, descriptor: staged.descriptor.raw, mode: mode)
             let stagedName = staged.name

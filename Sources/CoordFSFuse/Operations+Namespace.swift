@@ -35,19 +35,19 @@ extension FileSystem {
     }
 
     func mknod(_ request: fuse_req_t, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, _ mode: mode_t, _ device: dev_t) {
-        let mask = creationMask(of: request)
-        replyWithNewEntry(request, parent, name, mode: mode) { (parent, name) throws(Errno) in
-            try Syscall.withCreationMask(mask, mode: mode) { (mode) throws(Errno) in
-                try Syscall.makeNode(at: parent.directory, name, mode, device)
+        let caller = PendingRequest(raw: request)
+        replyWithNewEntry(request, parent, name, mode: mode) { [self] (parent, name) throws(Errno) in
+            try creatingForCaller(caller.raw, mode: mode) { (creationMode) throws(Errno) in
+                try Syscall.makeNode(at: parent.directory, name, creationMode, device)
             }
         }
     }
 
     func mkdir(_ request: fuse_req_t, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, _ mode: mode_t) {
-        let mask = creationMask(of: request)
-        replyWithNewEntry(request, parent, name, mode: mode | S_IFDIR) { (parent, name) throws(Errno) in
-            try Syscall.withCreationMask(mask, mode: mode) { (mode) throws(Errno) in
-                try Syscall.makeDirectory(at: parent.directory, name, mode)
+        let caller = PendingRequest(raw: request)
+        replyWithNewEntry(request, parent, name, mode: mode | S_IFDIR) { [self] (parent, name) throws(Errno) in
+            try creatingForCaller(caller.raw, mode: mode) { (creationMode) throws(Errno) in
+                try Syscall.makeDirectory(at: parent.directory, name, creationMode)
             }
         }
     }

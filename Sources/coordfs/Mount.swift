@@ -109,7 +109,8 @@ struct Mount: ParsableCommand {
         if socket.hasPrefix("/") { return socket }
         var directory = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         guard getcwd(&directory, directory.count) != nil else { return socket }
-        return String(cString: directory) + "/" + socket
+        let bytes = directory.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+        return String(decoding: bytes, as: UTF8.self) + "/" + socket
     }
 
     var mountOptions: MountOptions {

@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import SystemPackage
 import Testing
@@ -300,9 +301,15 @@ import Testing
     @Test func newFileGetsTheModeAndOwnerAsked() throws {
         let owner: (uid_t, gid_t)? = isRoot ? (65534, 65534) : nil
         let processMask = try readUmask()
+        var duringOnThisThread: String?
+        var duringOnTheMainThread: String?
         let staged = try Syscall.withCreationMask(0o027, mode: S_IFREG | 0o2667) { (mode) throws(Errno) in
-            try StagedFile.stage(in: scratch.raw, replacing: nil, copyContents: false, owner: owner, mode: mode)
+            duringOnThisThread = try? readUmask()
+            duringOnTheMainThread = try? readUmask("/proc/self/status")
+            return try StagedFile.stage(in: scratch.raw, replacing: nil, copyContents: false, owner: owner, mode: mode)
         }
+        #expect(duringOnThisThread == "Umask:\t0027")
+        if !Thread.isMainThread { #expect(duringOnTheMainThread == processMask) }
         #expect(try readUmask() == processMask)
         let status = try Syscall.stat(staged.descriptor.raw)
         #expect(status.st_mode & 0o7777 == 0o2640)
@@ -315,10 +322,11 @@ import Testing
         }
     }
 
-    /// This thread's umask, from /proc (umask(2) cannot read it without setting it).
-    private func readUmask() throws -> String {
-        let status = try String(contentsOfFile: "/proc/thread-self/status", encoding: .utf8)
-        return status.split(separator: "\n").first { $0.hasPrefix("Umask:") }.map(String.init) ?? "?"
+    /// A thread's umask line, by default this thread's, from /proc (umask(2) cannot read it
+    /// without setting it).
+    private func readUmask(_ statusFile: String = "/proc/thread-self/status") throws -> String {
+        let status = try String(contentsOfFile: statusFile, encoding: .utf8)
+        return try #require(status.split(separator: "\n").first { $0.hasPrefix("Umask:") }.map(String.init))
     }
 
     /// In a directory with a default ACL, the ACL (not the mode asked, not the umask) decides

@@ -72,7 +72,7 @@ import Testing
                 os.symlink('file', 'shared/link')
                 os.mkfifo('shared/fifo', 0o600)
                 import socket; sock = socket.socket(socket.AF_UNIX); sock.bind('shared/sock'); sock.close()
-                fd = os.open('shared/excl', os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o4755); os.close(fd)
+                fd = os.open('shared/excl', os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o4777); os.close(fd) # umask 022 applies
                 os.mkdir('shared/dir/nested')
                 write('shared/dir/nested/deep', 'deep')
                 print(who('shared/file', 'shared/dir', 'shared/link', 'shared/fifo', 'shared/sock', 'shared/excl', 'shared/dir/nested', 'shared/dir/nested/deep'))

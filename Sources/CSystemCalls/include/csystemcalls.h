@@ -45,12 +45,15 @@ int csys_fsetxattr(int fd, const char *name, const void *value, size_t size, int
 ssize_t csys_flistxattr(int fd, char *list, size_t size);
 int csys_fremovexattr(int fd, const char *name);
 
-/// Gives the calling thread a file creation mask of its own (unshare(2) with CLONE_FS, which
-/// also unshares its working and root directory), once per thread; 0 or -1 with errno.
-int csys_unshare_fs_once(void);
-
 /// Makes `dest_fd` share `src_fd`'s extents (ioctl FICLONE, a reflink); 0 or -1 with errno.
 /// A wrapper because ioctl is variadic, which Swift cannot call.
 int csys_ficlone(int dest_fd, int src_fd);
+
+/// Gives the calling thread a file creation mask of its own: unshare(2) with CLONE_FS, once
+/// per thread (the flag is thread-local, which is why this is C). CLONE_FS also unshares the
+/// working and root directory: a later chdir or chroot would not reach threads that ran this.
+/// Returns 0, or -1 with errno; after one refusal (a seccomp filter, say) no thread tries
+/// again and every call fails with that errno.
+int csys_unshare_fs_once(void);
 
 #endif

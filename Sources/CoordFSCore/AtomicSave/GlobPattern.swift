@@ -114,6 +114,11 @@ struct GlobPattern: Sendable, Equatable {
         if let literalSuffix {
             return scalars.count >= literalSuffix.count && scalars.suffix(literalSuffix.count).elementsEqual(literalSuffix)
         }
+        return matchesTokens(scalars)
+    }
+
+    /// The general matcher, which `matches` skips for a `literalSuffix`.
+    func matchesTokens(_ scalars: [Unicode.Scalar]) -> Bool {
         var t = 0, s = 0
         var starToken = -1, starScalar = 0
         while s < scalars.count {

@@ -32,11 +32,11 @@ enum MetadataCopy {
         if let owner, geteuid() == 0 {
             try Syscall.changeOwner(temp, owner.0, owner.1)
         }
-        try addSetIDBits(of: mode, to: temp)
+        try addSpecialModeBits(of: mode, to: temp)
     }
 
     /// Adds `mode`'s set-id and sticky bits, which creation leaves out, to what `file` has.
-    static func addSetIDBits(of mode: mode_t, to file: Int32) throws(Errno) {
+    static func addSpecialModeBits(of mode: mode_t, to file: Int32) throws(Errno) {
         let setID = mode & 0o7000
         guard setID != 0 else { return }
         let current = try Syscall.stat(file).st_mode & 0o7777

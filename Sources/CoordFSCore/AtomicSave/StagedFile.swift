@@ -167,7 +167,7 @@ public struct StagedFile: ~Copyable, Sendable {
                 continue
             }
         }
-        // Eight collisions of 64 random bits do not happen by chance: something else is wrong.
+        // Eight taken names in a row do not happen by chance: something else is wrong.
         throw Errno(rawValue: EEXIST)
     }
 
@@ -236,7 +236,7 @@ public struct StagedFile: ~Copyable, Sendable {
             try Syscall.rename(directory, name, to: newDirectory, name, flags: Linux.RENAME_NOREPLACE)
         } catch where error.rawValue == EINVAL {
             // A filesystem without RENAME_NOREPLACE (older NFS, some FUSE backings): a temp
-            // name is never there already unless 64 random bits collided, so a plain rename.
+            // name is never there already unless a 64-bit name collided, so a plain rename.
             try Syscall.rename(directory, name, to: newDirectory, name, flags: 0)
         }
     }

@@ -2,27 +2,28 @@ import Synchronization
 
 /// The names coordfs keeps for itself in the backing: staged temp files and the recovery folder.
 ///
-/// A temp name is `.coordfs-tmp-` followed by 16 random lowercase hex digits: 29 bytes
+/// A temp name is `.coordfs-tmp-` followed by 16 lowercase hex digits: 29 bytes
 /// whatever the target is called, so staging never runs into NAME_MAX, and nothing about
 /// the target (its name, its length, its encoding) leaks into the backing listing. The mount
 /// hides every reserved name (lookup answers ENOENT, readdir skips it) and refuses to create
 /// one, so a program on the mount can neither see nor clash with coordfs's own files.
 public enum StagingName {
-    /// Every temp name starts with this; the random part follows.
+    /// Every temp name starts with this; the hex digits follow.
     static let prefix: StaticString = ".coordfs-tmp-"
     static let prefixLength = 13
-    static let randomDigits = 16
+    static let hexDigits = 16
     /// The length of every temp name, in bytes.
-    public static let length = prefixLength + randomDigits
+    public static let length = prefixLength + hexDigits
 
     /// The folder in the backing root where temp files left by a crash are moved at the next mount.
     public static let recoveryFolder = recoveryFolderBytes.description
     static let recoveryFolderBytes: StaticString = ".coordfs-recovery"
 
-    /// A fresh temp name: 64 bits that no other name from this process has, and that look
-    /// random across processes (another mount of the same backing, an earlier run). The rare
-    /// clash with a name already in the backing is left to O_EXCL, which makes the caller
-    /// draw again.
+    /// A fresh temp name: 64 bits that no other name from this process has, and that another
+    /// process (a second mount of the same backing, an earlier run) is unlikely to have made.
+    /// Unique, not secret: whoever lists the backing could predict the next names. A name
+    /// taken in the backing meanwhile is left to O_EXCL (with O_NOFOLLOW), which makes the
+    /// caller draw again; nothing else is ever opened under one.
     public static func make() -> String {
         let count = drawn.wrappingAdd(1, ordering: .relaxed).newValue
         return make(random: scramble(processKey &+ count &* 0x9E37_79B9_7F4A_7C15))
@@ -47,10 +48,10 @@ public enum StagingName {
         return mixed ^ (mixed >> 31)
     }
 
-    /// The temp name for a given random value (tests use it to force a collision).
-    static func make(random: UInt64) -> String {
-        let hex = String(random, radix: 16, uppercase: false)
-        return prefix.description + String(repeating: "0", count: randomDigits - hex.utf8.count) + hex
+    /// The temp name for a given 64-bit value (tests use it to force a collision).
+    static func make(random value: UInt64) -> String {
+        let hex = String(value, radix: 16, uppercase: false)
+        return prefix.description + String(repeating: "0", count: hexDigits - hex.utf8.count) + hex
     }
 
     /// Whether `name` is exactly a temp name: the prefix, then 16 lowercase hex digits, nothing more.

@@ -10,10 +10,12 @@ public enum Syscall {
     /// Runs `body` with the calling thread's file creation mask set to `mask`, then puts the
     /// old one back. `body` gets the mode to create with: `mode` itself, which the kernel then
     /// masks as creat(2) does on a plain disk (by the umask, or by the directory's default ACL
-    /// instead); or, on a thread that cannot have a mask of its own, `mode` less `mask`.
+    /// instead); or, where threads cannot have masks of their own, `mode` less `mask`.
     ///
     /// Each thread first gets a mask of its own (`unshare(CLONE_FS)`, once per thread), so
     /// that callers served at the same time on other threads do not see each other's.
+    /// Precondition: the process's own umask is 0 (as a mount sets it), since a mask that
+    /// clears none of `mode`'s bits is not set at all.
     public static func withCreationMask<R: ~Copyable>(_ mask: mode_t, mode: mode_t,
                                                       _ body: (mode_t) throws(Errno) -> R) throws(Errno) -> R {
         guard mask & mode & 0o777 != 0 else { return try body(mode) }
@@ -21,6 +23,12 @@ public enum Syscall {
         let previous = umask(mask)
         defer { umask(previous) }
         return try body(mode)
+    }
+
+    /// Whether threads can have creation masks of their own (see `withCreationMask`); asks
+    /// for one for the calling thread. False under a seccomp filter that refuses unshare(2).
+    public static func threadsHaveOwnCreationMasks() -> Bool {
+        csys_unshare_fs_once() == 0
     }
 
     @inline(__always)
