@@ -30,7 +30,7 @@ public final class MountSession {
         self.mountpoint = mountpoint
         self.logger = logger
         Syscall.raiseDescriptorLimit()
-        umask(0) // callers' modes get their own umask (see `FileSystem.creationMask`); ours must not apply
+        umask(0) // callers' modes get their own umask (see `FileSystem.creatingForCaller`); ours must not apply
         do {
             fileSystem = try FileSystem(backing: backing, options: options, logger: logger)
         } catch {

@@ -90,7 +90,7 @@ extension FileSystem {
         ask(FUSE_CAP_ATOMIC_O_TRUNC, false)
         ask(FUSE_CAP_CACHE_SYMLINKS, options.keepPageCache)
         // Modes of new objects come unmasked, with the caller's umask beside them: a default
-        // ACL on the directory must take the umask's place, as on a plain disk (`creationMask`).
+        // ACL on the directory must take the umask's place, as on a plain disk (`creatingForCaller`).
         ask(FUSE_CAP_DONT_MASK, true)
         let leftToUs = wanted & UInt32(FUSE_CAP_DONT_MASK) != 0
         masksCreatedModes.store(leftToUs, ordering: .relaxed)
