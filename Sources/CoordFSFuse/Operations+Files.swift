@@ -353,7 +353,7 @@ extension FileSystem {
             let stagedName = staged.name
             var entry = try lookUpMade(parent, stagedName)
             let node = try self.node(entry.ino)
-            nodes.moved(node.identity, to: parent, name: name)
+            nodes.moved(node, to: parent, name: name)
             let save = try Save(node: node, owner: owner, creating: staged, directory: parent, name: name, spares: spares)
             _ = activity.installSave(save, pendingName: PendingName(directory: parent.id, name: name))
             // Only the creator may see the file: others reach the same cached name, so the kernel

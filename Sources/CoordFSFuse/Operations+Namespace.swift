@@ -93,17 +93,15 @@ extension FileSystem {
                     removedPending = true
                 }
                 do throws(Errno) {
-                    let status = try Syscall.stat(at: parent.directory, nameString)
-                    try removingSpares(of: { FileIdentity(status) }) { () throws(Errno) in
+                    // No stat first: the kernel looked the name up, so the node table knows what it names.
+                    try removingSpares(of: { (try? Syscall.stat(at: parent.directory, nameString)).map(FileIdentity.init) }) { () throws(Errno) in
                         try Syscall.unlink(at: parent.directory, nameString, flags: flags)
                     }
-                    let isDirectory = (status.st_mode & S_IFMT) == S_IFDIR
-                    let remaining = isDirectory ? 0 : UInt64(status.st_nlink) - 1
-                    if let removed = nodes.removedName(FileIdentity(status), parent: parent, name: nameString, remainingLinks: remaining),
-                       remaining == 0, let save = activity.save(of: removed) {
+                    if let removed = nodes.removedName(nameString, in: parent), let save = activity.save(of: removed),
+                       nodes.isUnlinked(removed) {
                         save.discard() // pending writes of an unlinked file are discarded
                     }
-                    publish(.deleted, origin: origin, path: path, isDirectory: isDirectory, size: nil)
+                    publish(.deleted, origin: origin, path: path, isDirectory: flags & AT_REMOVEDIR != 0, size: nil)
                 } catch .noSuchFileOrDirectory where removedPending {
                     // Only the pending file had the name.
                 }
@@ -141,31 +139,41 @@ extension FileSystem {
                     replyOK(pending.raw)
                     return
                 }
-                let moving = try Syscall.stat(at: source.directory, sourceName)
-                let replaced: stat? = try? Syscall.stat(at: destination.directory, destinationName)
-                try removingSpares(of: { replaced.map(FileIdentity.init) }) { () throws(Errno) in
+                // The kernel looked both names up first: the node table knows what they name (a
+                // name it does not know may still exist, behind the mount's back or as a hard
+                // link it knows by another name; that source is found by a stat).
+                let movingNode = nodes.node(named: sourceName, in: source)
+                let movingIdentity: FileIdentity
+                if let movingNode { movingIdentity = movingNode.identity } else { movingIdentity = FileIdentity(try Syscall.stat(at: source.directory, sourceName)) }
+                let replacedNode = nodes.node(named: destinationName, in: destination).flatMap { $0.identity == movingIdentity ? nil : $0 }
+                try removingSpares(of: { (try? Syscall.stat(at: destination.directory, destinationName)).map(FileIdentity.init) }) { () throws(Errno) in
                     try Syscall.rename(source.directory, sourceName, to: destination.directory, destinationName, flags: flags)
                 }
 
-                if let replaced, FileIdentity(replaced) != FileIdentity(moving) {
+                if let replacedNode {
                     if flags & Linux.RENAME_EXCHANGE != 0 {
-                        nodes.moved(FileIdentity(replaced), to: source, name: sourceName)
-                    } else {
-                        let remaining = (replaced.st_mode & S_IFMT) == S_IFDIR ? 0 : UInt64(replaced.st_nlink) - 1
-                        if let removed = nodes.removedName(FileIdentity(replaced), parent: destination, name: destinationName, remainingLinks: remaining),
-                           remaining == 0, let save = activity.save(of: removed) {
-                            save.discard()
-                        }
+                        nodes.moved(replacedNode, to: source, name: sourceName)
+                    } else if nodes.removedName(destinationName, in: destination) === replacedNode,
+                              let save = activity.save(of: replacedNode), nodes.isUnlinked(replacedNode) {
+                        save.discard()
                     }
                 }
-                if let movedNode = nodes.moved(FileIdentity(moving), to: destination, name: destinationName),
-                   let save = activity.save(of: movedNode) {
+                let movedNode: Node?
+                if let movingNode {
+                    nodes.moved(movingNode, to: destination, name: destinationName)
+                    movedNode = movingNode
+                } else {
+                    movedNode = nodes.moved(movingIdentity, to: destination, name: destinationName)
+                }
+                if let movedNode, let save = activity.save(of: movedNode) {
                     // The pending commit moves with the file.
                     save.retarget(directory: destination, name: destinationName)
                 }
                 if let sourcePath, let destinationPath {
+                    // What moved, for the event: stat through the node's descriptor (no path walk).
+                    let moved: stat? = if let movedNode { try? attributes(of: movedNode) } else { try? Syscall.stat(at: destination.directory, destinationName) }
                     publish(.moved, origin: origin, path: sourcePath, destination: destinationPath,
-                            isDirectory: (moving.st_mode & S_IFMT) == S_IFDIR, size: Int64(moving.st_size))
+                            isDirectory: moved.map { $0.st_mode & S_IFMT == S_IFDIR } ?? false, size: moved.map { Int64($0.st_size) })
                 }
                 replyOK(pending.raw)
             } catch {

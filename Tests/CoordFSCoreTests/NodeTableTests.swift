@@ -85,9 +85,58 @@ import Testing
         run("mv e renamed")
         table.moved(e.identity, to: table.root, name: "renamed")
         #expect(table.path(of: f)?.description == "/renamed/g", "children follow a moved directory")
-        table.removedName(f.identity, parent: e, name: "g", remainingLinks: 0)
+        run("rm renamed/g")
+        #expect(table.removedName("g", in: e) === f)
         #expect(table.path(of: f) == nil)
+        #expect(table.isUnlinked(f))
         #expect(table.node(f.id) != nil, "an unlinked node lives while the kernel holds it")
+        #expect(table.removedName("g", in: e) == nil, "a name is removed once")
+    }
+
+    @Test func namesFindTheNodesTheKernelKnows() throws {
+        run("mkdir d && echo x > d/f && echo y > d/g")
+        let table = try makeTable()
+        let d = try lookUp(table, table.root, "d")
+        let f = try lookUp(table, d, "f")
+        let g = try lookUp(table, d, "g")
+        #expect(table.node(named: "d", in: table.root) === d)
+        #expect(table.node(named: "f", in: d) === f)
+        #expect(table.node(named: "h", in: d) == nil)
+        // An exchange: each node takes the other's name.
+        table.moved(g, to: d, name: "f")
+        table.moved(f, to: d, name: "g")
+        #expect(table.node(named: "f", in: d) === g)
+        #expect(table.node(named: "g", in: d) === f)
+        #expect(table.path(of: f)?.description == "/d/g")
+        // A forgotten node leaves its name.
+        table.forget(f.id, count: 1)
+        #expect(table.node(named: "g", in: d) == nil)
+        #expect(table.node(named: "f", in: d) === g)
+    }
+
+    @Test func aRemovedNameOfAHardLinkedFileKeepsItsPath() throws {
+        run("echo x > a && ln a b")
+        let table = try makeTable()
+        let a = try lookUp(table, table.root, "a")
+        run("rm a")
+        #expect(table.removedName("a", in: table.root) === a)
+        #expect(!table.isUnlinked(a), "b is still a name of it")
+        #expect(table.path(of: a)?.description == "/a", "it keeps its last name until the kernel looks b up")
+        #expect(try lookUp(table, table.root, "b") === a)
+        #expect(table.path(of: a)?.description == "/b")
+        run("rm b")
+        #expect(table.removedName("b", in: table.root) === a)
+        #expect(table.location(of: a) == nil)
+    }
+
+    @Test func aRemovedDirectoryIsUnlinkedAtOnce() throws {
+        run("mkdir d")
+        let table = try makeTable()
+        let d = try lookUp(table, table.root, "d")
+        run("rmdir d")
+        #expect(table.removedName("d", in: table.root) === d)
+        #expect(table.path(of: d) == nil)
+        #expect(table.evictionCandidates(limit: 10).isEmpty)
     }
 
     @Test func replacedBackingKeepsTheNodeAndMovesTheIdentity() throws {

@@ -47,6 +47,10 @@ public final class Node: @unchecked Sendable {
     fileprivate var parent: Node?
     fileprivate var name: String
     fileprivate var isUnlinked = false
+    /// Set (under NodeTable.state) when the name a file was known by went away and whether it
+    /// has others is not known yet; an atomic so that asking for a path costs no extra lock
+    /// when it is clear, as it almost always is (see `NodeTable.settleLinks`).
+    fileprivate let linksUnknown = Atomic<Bool>(false)
 
     fileprivate init(id: UInt64, identity: FileIdentity, fileType: mode_t, descriptor: consuming OwnedDescriptor, parent: Node?, name: String, lookupCount: UInt64) {
         self.id = id
@@ -111,7 +115,32 @@ public final class NodeTable: Sendable {
     private struct State {
         var byID: [UInt64: Node] = [:]
         var byIdentity: [FileIdentity: Node] = [:]
+        /// Each live, linked node under the name it was last reached by: what a removal or a
+        /// rename of a name is about, without a stat of the backing.
+        var byName: [NameKey: Node] = [:]
         var nextID: UInt64 = NodeTable.rootID + 1
+
+        /// Gives `node` a new place (nil parent: none), keeping `byName` in step.
+        mutating func place(_ node: Node, parent: Node?, name: String) {
+            unname(node)
+            node.parent = parent
+            node.name = name
+            node.isUnlinked = false
+            node.linksUnknown.store(false, ordering: .relaxed)
+            if let parent { byName[NameKey(parent: parent.id, name: name)] = node }
+        }
+
+        /// Takes `node` out of `byName`; its parent and name stay as they were.
+        mutating func unname(_ node: Node) {
+            guard let parent = node.parent else { return }
+            let key = NameKey(parent: parent.id, name: node.name)
+            if byName[key] === node { byName[key] = nil }
+        }
+    }
+
+    private struct NameKey: Hashable {
+        let parent: UInt64
+        let name: String
     }
 
     public let root: Node
@@ -143,9 +172,15 @@ public final class NodeTable: Sendable {
     public func lookUpExisting(_ identity: FileIdentity, parent: Node, name: String) -> Node? {
         state.withLock { state in
             guard let node = state.byIdentity[identity] else { return nil }
-            Self.countLookup(node, parent: parent, name: name)
+            Self.countLookup(node, parent: parent, name: name, in: &state)
             return node
         }
+    }
+
+    /// The node last reached as `parent`/`name`, if it is still known by that name. The kernel
+    /// looks a name up before it removes or renames it, so this is what such a request is about.
+    public func node(named name: String, in parent: Node) -> Node? {
+        state.withLock { $0.byName[NameKey(parent: parent.id, name: name)] }
     }
 
     /// Records a kernel lookup of the object behind `descriptor`, reached as `parent`/`name`.
@@ -156,7 +191,7 @@ public final class NodeTable: Sendable {
         var incoming: OwnedDescriptor? = consume descriptor
         return state.withLock { state in
             if let existing = state.byIdentity[identity] {
-                Self.countLookup(existing, parent: parent, name: name)
+                Self.countLookup(existing, parent: parent, name: name, in: &state)
                 return existing
             }
             let node = Node(id: state.nextID, identity: identity, fileType: status.st_mode & S_IFMT,
@@ -164,17 +199,14 @@ public final class NodeTable: Sendable {
             state.nextID += 1
             state.byID[node.id] = node
             state.byIdentity[identity] = node
+            state.byName[NameKey(parent: parent.id, name: name)] = node
             return node
         }
     }
 
-    private static func countLookup(_ node: Node, parent: Node, name: String) {
+    private static func countLookup(_ node: Node, parent: Node, name: String, in state: inout State) {
         node.lookupCount += 1
-        if node.id != NodeTable.rootID {
-            node.parent = parent
-            node.name = name
-            node.isUnlinked = false
-        }
+        if node.id != NodeTable.rootID { state.place(node, parent: parent, name: name) }
     }
 
     /// Drops `count` kernel lookups; the node goes once none are left (its descriptor closes).
@@ -187,7 +219,7 @@ public final class NodeTable: Sendable {
             guard node.lookupCount == 0 else { return nil }
             state.byID[id] = nil
             if state.byIdentity[node.identity] === node { state.byIdentity[node.identity] = nil }
-            node.parent = nil
+            state.place(node, parent: nil, name: "")
             return node
         }
         return dropped != nil // released (and its descriptor closed) outside the lock
@@ -215,28 +247,61 @@ public final class NodeTable: Sendable {
     public func moved(_ identity: FileIdentity, to parent: Node, name: String) -> Node? {
         state.withLock { state in
             guard let node = state.byIdentity[identity], node.id != NodeTable.rootID else { return nil }
-            node.parent = parent
-            node.name = name
-            node.isUnlinked = false
+            state.place(node, parent: parent, name: name)
             return node
         }
     }
 
-    /// Notes that the name `parent`/`name` of `identity` is gone; when it was the node's own
-    /// name and no other names remain, the node is marked unlinked (it lives on while open).
-    /// Returns the node when it was the one known by that name.
-    @discardableResult
-    public func removedName(_ identity: FileIdentity, parent: Node, name: String, remainingLinks: UInt64) -> Node? {
+    /// Notes that `node` now lives at `parent`/`name` (after a rename through the mount).
+    public func moved(_ node: Node, to parent: Node, name: String) {
+        guard node.id != NodeTable.rootID else { return }
         state.withLock { state in
-            guard let node = state.byIdentity[identity], node.parent === parent, node.name == name else { return nil }
-            if remainingLinks == 0 { node.isUnlinked = true }
+            if state.byID[node.id] === node { state.place(node, parent: parent, name: name) }
+        }
+    }
+
+    /// Notes that the name `parent`/`name` is gone from the backing, and returns the node that
+    /// was known by it. A directory has no other names: it is unlinked now (it lives on while
+    /// open). Whether a file has other names is left for `isUnlinked` or the next `path(of:)`
+    /// to find out: most removed files are never asked about again, so a removal costs no stat.
+    @discardableResult
+    public func removedName(_ name: String, in parent: Node) -> Node? {
+        state.withLock { state in
+            guard let node = state.byName[NameKey(parent: parent.id, name: name)] else { return nil }
+            state.unname(node)
+            if node.isDirectory {
+                node.isUnlinked = true
+            } else {
+                node.linksUnknown.store(true, ordering: .relaxed)
+            }
             return node
+        }
+    }
+
+    /// Whether the node has no name left in the backing (it may live on while open).
+    public func isUnlinked(_ node: Node) -> Bool {
+        settleLinks(of: node)
+        return state.withLock { _ in node.isUnlinked }
+    }
+
+    /// Finds out whether a file whose name was removed has other names: unlinked when its link
+    /// count is 0. Otherwise it keeps the name it had (the kernel looks the others up before
+    /// it uses them, which names it afresh). The stat runs outside the lock.
+    private func settleLinks(of node: Node) {
+        guard node.linksUnknown.load(ordering: .relaxed) else { return }
+        let links = try? node.withDescriptor { (descriptor) throws(Errno) in try Syscall.statOfPathDescriptor(descriptor).st_nlink }
+        state.withLock { _ in
+            // A lookup or a move meanwhile gave the node a name, and settled it.
+            guard node.linksUnknown.load(ordering: .relaxed) else { return }
+            node.linksUnknown.store(false, ordering: .relaxed)
+            if links ?? 0 == 0 { node.isUnlinked = true }
         }
     }
 
     /// The directory and name the node was last reached by, or nil for the root or once unlinked.
     public func location(of node: Node) -> (directory: Node, name: String)? {
-        state.withLock { _ in
+        settleLinks(of: node)
+        return state.withLock { _ in
             guard !node.isUnlinked, let parent = node.parent else { return nil }
             return (parent, node.name)
         }
@@ -244,7 +309,8 @@ public final class NodeTable: Sendable {
 
     /// The node's path from the mount root, or nil once it is unlinked.
     public func path(of node: Node) -> MountPath? {
-        state.withLock { _ in
+        settleLinks(of: node)
+        return state.withLock { _ in
             var components: [String] = []
             var current: Node? = node
             while let step = current, step.id != NodeTable.rootID {
@@ -263,7 +329,7 @@ public final class NodeTable: Sendable {
         state.withLock { state in
             var files: [(parent: UInt64, name: String)] = []
             var directories: [(parent: UInt64, name: String)] = []
-            for node in state.byID.values where node.id != NodeTable.rootID && !node.isUnlinked {
+            for node in state.byID.values where node.id != NodeTable.rootID && !node.isUnlinked && !node.linksUnknown.load(ordering: .relaxed) {
                 guard let parent = node.parent else { continue }
                 if node.isDirectory {
                     if directories.count < limit { directories.append((parent.id, node.name)) }
