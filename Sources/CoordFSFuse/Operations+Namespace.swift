@@ -97,10 +97,7 @@ extension FileSystem {
                     try removingSpares(of: { (try? Syscall.stat(at: parent.directory, nameString)).map(FileIdentity.init) }) { () throws(Errno) in
                         try Syscall.unlink(at: parent.directory, nameString, flags: flags)
                     }
-                    if let removed = nodes.removedName(nameString, in: parent), let save = activity.save(of: removed),
-                       nodes.isUnlinked(removed) {
-                        save.discard() // pending writes of an unlinked file are discarded
-                    }
+                    noteRemoved(nameString, in: parent)
                     publish(.deleted, origin: origin, path: path, isDirectory: flags & AT_REMOVEDIR != 0, size: nil)
                 } catch .noSuchFileOrDirectory where removedPending {
                     // Only the pending file had the name.
@@ -153,9 +150,8 @@ extension FileSystem {
                 if let replacedNode {
                     if flags & Linux.RENAME_EXCHANGE != 0 {
                         nodes.moved(replacedNode, to: source, name: sourceName)
-                    } else if nodes.removedName(destinationName, in: destination) === replacedNode,
-                              let save = activity.save(of: replacedNode), nodes.isUnlinked(replacedNode) {
-                        save.discard()
+                    } else {
+                        noteRemoved(destinationName, in: destination)
                     }
                 }
                 let movedNode: Node?
@@ -180,6 +176,15 @@ extension FileSystem {
                 reply(pending.raw, error: error)
             }
         }
+    }
+
+    /// The name `directory`/`name` went from the backing. A directory it stood for (whose
+    /// children's paths hang on it), or a file with a pending save, learns at once whether it
+    /// has names left; a save of a file with none is discarded, as its writes have nowhere to go.
+    private func noteRemoved(_ name: String, in directory: Node) {
+        guard let removed = nodes.removedName(name, in: directory) else { return }
+        let save = activity.save(of: removed)
+        if removed.isDirectory || save != nil, nodes.isUnlinked(removed) { save?.discard() }
     }
 
     /// Runs a step that removes or replaces a directory. Spares (see `SpareFile`) are hidden

@@ -129,7 +129,7 @@ import Testing
         #expect(table.location(of: a) == nil)
     }
 
-    @Test func aRemovedDirectoryIsUnlinkedAtOnce() throws {
+    @Test func aRemovedDirectoryLosesItsPath() throws {
         run("mkdir d")
         let table = try makeTable()
         let d = try lookUp(table, table.root, "d")
@@ -137,6 +137,18 @@ import Testing
         #expect(table.removedName("d", in: table.root) === d)
         #expect(table.path(of: d) == nil)
         #expect(table.evictionCandidates(limit: 10).isEmpty)
+    }
+
+    @Test func aRemovedNameOfALiveDirectoryKeepsItsPath() throws {
+        // The backing changed behind the table: the name now stands for another directory.
+        run("mkdir d && mkdir d/sub")
+        let table = try makeTable()
+        let d = try lookUp(table, table.root, "d")
+        let sub = try lookUp(table, d, "sub")
+        run("mv d moved && mkdir d && rmdir d")
+        #expect(table.removedName("d", in: table.root) === d)
+        #expect(!table.isUnlinked(d), "d lives on as moved")
+        #expect(table.path(of: sub)?.description == "/d/sub")
     }
 
     @Test func replacedBackingKeepsTheNodeAndMovesTheIdentity() throws {

@@ -47,7 +47,10 @@ public final class Node: @unchecked Sendable {
     fileprivate var parent: Node?
     fileprivate var name: String
     fileprivate var isUnlinked = false
-    /// Set (under NodeTable.state) when the name a file was known by went away and whether it
+    /// Counts changes of the node's name (moves, lookups, removals), so that a link count read
+    /// outside the lock is applied only if no change came in between.
+    fileprivate var nameChanges: UInt64 = 0
+    /// Set (under NodeTable.state) when the name the node was known by went away and whether it
     /// has others is not known yet; an atomic so that asking for a path costs no extra lock
     /// when it is clear, as it almost always is (see `NodeTable.settleLinks`).
     fileprivate let linksUnknown = Atomic<Bool>(false)
@@ -126,6 +129,7 @@ public final class NodeTable: Sendable {
             node.parent = parent
             node.name = name
             node.isUnlinked = false
+            node.nameChanges &+= 1
             node.linksUnknown.store(false, ordering: .relaxed)
             if let parent { byName[NameKey(parent: parent.id, name: name)] = node }
         }
@@ -261,19 +265,16 @@ public final class NodeTable: Sendable {
     }
 
     /// Notes that the name `parent`/`name` is gone from the backing, and returns the node that
-    /// was known by it. A directory has no other names: it is unlinked now (it lives on while
-    /// open). Whether a file has other names is left for `isUnlinked` or the next `path(of:)`
-    /// to find out: most removed files are never asked about again, so a removal costs no stat.
+    /// was known by it. Whether it has other names (then it keeps its path) or none (then it is
+    /// unlinked, and lives on while open) is left for `isUnlinked` or the next `path(of:)` to
+    /// find out: most removed files are never asked about again, so a removal costs no stat.
     @discardableResult
     public func removedName(_ name: String, in parent: Node) -> Node? {
         state.withLock { state in
             guard let node = state.byName[NameKey(parent: parent.id, name: name)] else { return nil }
             state.unname(node)
-            if node.isDirectory {
-                node.isUnlinked = true
-            } else {
-                node.linksUnknown.store(true, ordering: .relaxed)
-            }
+            node.nameChanges &+= 1
+            node.linksUnknown.store(true, ordering: .relaxed)
             return node
         }
     }
@@ -288,13 +289,18 @@ public final class NodeTable: Sendable {
     /// count is 0. Otherwise it keeps the name it had (the kernel looks the others up before
     /// it uses them, which names it afresh). The stat runs outside the lock.
     private func settleLinks(of node: Node) {
-        guard node.linksUnknown.load(ordering: .relaxed) else { return }
-        let links = try? node.withDescriptor { (descriptor) throws(Errno) in try Syscall.statOfPathDescriptor(descriptor).st_nlink }
-        state.withLock { _ in
-            // A lookup or a move meanwhile gave the node a name, and settled it.
-            guard node.linksUnknown.load(ordering: .relaxed) else { return }
-            node.linksUnknown.store(false, ordering: .relaxed)
-            if links ?? 0 == 0 { node.isUnlinked = true }
+        while node.linksUnknown.load(ordering: .relaxed) {
+            let (changes, backing) = state.withLock { _ in (node.nameChanges, node.backing) }
+            let links = withExtendedLifetime(backing) { try? Syscall.statOfPathDescriptor(backing.descriptor.raw).st_nlink }
+            let settled = state.withLock { _ in
+                // Only if neither the name (a lookup, a move, another removal) nor the object
+                // behind the node (a commit) changed meanwhile; otherwise look again.
+                guard node.nameChanges == changes, node.backing === backing else { return false }
+                node.linksUnknown.store(false, ordering: .relaxed)
+                if links ?? 0 == 0 { node.isUnlinked = true }
+                return true
+            }
+            if settled { return }
         }
     }
 
