@@ -285,7 +285,7 @@ public final class NodeTable: Sendable {
         return state.withLock { _ in node.isUnlinked }
     }
 
-    /// Finds out whether a file whose name was removed has other names: unlinked when its link
+    /// Finds out whether a node whose name was removed has other names: unlinked when its link
     /// count is 0. Otherwise it keeps the name it had (the kernel looks the others up before
     /// it uses them, which names it afresh). The stat runs outside the lock.
     private func settleLinks(of node: Node) {
