@@ -521,6 +521,28 @@ import Testing
         }
     }
 
+    /// A writer whose file has a second hard link loses the name it opened (its own unlink, or
+    /// a rename over it) before it closes: its writes reach the other name, as on a plain disk,
+    /// and neither bring the removed name back nor replace the file moved onto it.
+    @Test func savedFileLosesItsNameButNotItsOtherLink() throws {
+        try withMount { scratch in
+            try Self.expectPythonParity(#"""
+                write('f', 'old'); os.link('f', 'g')
+                fd = os.open('f', os.O_WRONLY | os.O_TRUNC); os.write(fd, b'new')
+                os.unlink('f'); os.write(fd, b' and more'); os.close(fd)
+                print('unlinked', sorted(os.listdir('.')), content('g'), links('g'))
+                os.unlink('g')
+                write('f', 'old'); os.link('f', 'g'); write('x', 'moved')
+                fd = os.open('f', os.O_WRONLY | os.O_TRUNC); os.write(fd, b'new')
+                os.rename('x', 'f'); os.close(fd)
+                print('replaced', sorted(os.listdir('.')), content('f'), content('g'), links('f', 'g'))
+                """#, in: scratch, expected: [
+                "unlinked ['g'] b'new and more' g=1",
+                "replaced ['f', 'g'] b'moved' b'new' f=1 g=1",
+            ])
+        }
+    }
+
     @Test func renameWhileOpen() throws {
         try withMount { scratch in
             try Self.expectPythonParity(#"""
