@@ -25,6 +25,11 @@ public final class ControlServer: Sendable {
         public var maxClaimWait: Duration = .seconds(86_400)
         /// Named in the `hello` reply and in status.
         public var serverName = "coordfs"
+        /// How long `start` waits for a server that still listens on the socket path to go.
+        /// A daemon goes on for a moment after its mount is unmounted (it answers the kernel's
+        /// last requests, then closes its socket), so `fusermount3 -u m; coordfs mount b m`
+        /// must not fail on the old daemon's socket.
+        public var previousServerGrace: Duration = .seconds(3)
 
         public init() {}
     }
@@ -59,7 +64,7 @@ public final class ControlServer: Sendable {
                                                    presenters: PresenterRegistry, claims: Claims, access: any PathAccess,
                                                    logger: Logger, options: Options = Options()) throws(ControlSocketError) -> ControlServer {
         try ControlSocket.prepareDirectory(of: socketPath, shared: mode & 0o077 != 0)
-        try ControlSocket.removeStale(socketPath)
+        try ControlSocket.removeStale(socketPath, waitingUpTo: options.previousServerGrace)
         let (descriptor, identity) = try ControlSocket.bind(socketPath, mode: mode)
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)

@@ -82,23 +82,35 @@ public enum ControlSocket {
     }
 
     /// Removes a socket file that no server listens on any more; refuses to touch anything
-    /// else (a live socket means another mount uses this path).
-    static func removeStale(_ path: String) throws(ControlSocketError) {
+    /// else. A server that still listens is given up to `grace` to go (a daemon whose mount
+    /// was just unmounted closes its socket a moment later); one that stays means another
+    /// daemon uses this path.
+    static func removeStale(_ path: String, waitingUpTo grace: Duration) throws(ControlSocketError) {
+        let deadline = ContinuousClock.now + grace
+        while try isListening(path) {
+            guard ContinuousClock.now < deadline else {
+                throw ControlSocketError("another coordfs daemon still listens on \(path) (one whose mount was detached lazily "
+                                         + "serves until its open files close); wait for it to exit, or choose another path with --socket")
+            }
+            usleep(20_000)
+        }
+        if unlink(path) != 0 && errno != ENOENT {
+            throw ControlSocketError("cannot remove the stale socket", path, errno: errno)
+        }
+    }
+
+    /// Whether a server accepts connections on the socket file at `path`; false when there is
+    /// no file. Anything there but a socket is an error: it is not ours to replace.
+    private static func isListening(_ path: String) throws(ControlSocketError) -> Bool {
         var status = stat()
-        guard lstat(path, &status) == 0 else { return }
+        guard lstat(path, &status) == 0 else { return false }
         guard (status.st_mode & S_IFMT) == S_IFSOCK else {
             throw ControlSocketError("\(path) exists and is not a socket; not replacing it")
         }
         let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard probe >= 0 else { throw ControlSocketError("cannot create a socket for", path, errno: errno) }
         defer { close(probe) }
-        let connected = withAddress(path) { connect(probe, $0, $1) } == 0
-        if connected {
-            throw ControlSocketError("another server already listens on \(path)")
-        }
-        if unlink(path) != 0 && errno != ENOENT {
-            throw ControlSocketError("cannot remove the stale socket", path, errno: errno)
-        }
+        return withAddress(path) { connect(probe, $0, $1) } == 0
     }
 
     /// A bound (not yet listening) stream socket at `path` whose file has exactly `mode`.

@@ -1,5 +1,6 @@
 import CoordFSCore
 import CoordFSServer
+import Dispatch
 import Glibc
 import Logging
 import Testing
@@ -39,10 +40,13 @@ import Testing
         try withServer { fixture in
             var logger = Logger(label: "test")
             logger.logLevel = .critical
-            // Another server on the same path while this one listens: refused.
+            // Another server on the same path while this one listens: refused once the grace is over.
+            var briefly = ControlServer.Options()
+            briefly.previousServerGrace = .milliseconds(100)
             #expect(throws: ControlSocketError.self) {
                 _ = try ControlServer.start(socketPath: fixture.socketPath, hub: EventHub(), presenters: PresenterRegistry(),
-                                            claims: ClaimTable(), access: BackingPathAccess(rootDescriptor: fixture.rootDescriptor), logger: logger)
+                                            claims: ClaimTable(), access: BackingPathAccess(rootDescriptor: fixture.rootDescriptor),
+                                            logger: logger, options: briefly)
             }
             let reply = try fixture.connect().request(#"{"id":1,"op":"status"}"#)
             #expect(reply.ok != nil)
@@ -66,6 +70,27 @@ import Testing
             _ = try ControlServer.start(socketPath: path, hub: EventHub(), presenters: PresenterRegistry(), claims: ClaimTable(),
                                         access: BackingPathAccess(rootDescriptor: -1), logger: logger)
         }
+    }
+
+    /// `fusermount3 -u m; coordfs mount b m`: the old daemon closes its socket a moment after
+    /// the unmount, and the new one waits for that instead of failing.
+    @Test func aServerThatIsStoppingIsWaitedFor() throws {
+        let old = try ServerFixture()
+        let oldServer = old.server
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(300)) { oldServer.stop() }
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let started = ContinuousClock.now
+        let new = try ControlServer.start(socketPath: old.socketPath, hub: EventHub(), presenters: PresenterRegistry(), claims: ClaimTable(),
+                                          access: BackingPathAccess(rootDescriptor: old.rootDescriptor), logger: logger)
+        #expect(ContinuousClock.now - started >= .milliseconds(250))
+        let hello = try LineClient(socketPath: old.socketPath).request(#"{"id":1,"op":"hello","version":1}"#)
+        #expect(hello.ok != nil)
+        // The old server removed only its own socket file, not the new one.
+        var status = stat()
+        #expect(lstat(old.socketPath, &status) == 0)
+        new.stop()
+        old.stop()
     }
 
     @Test func everyBadLineGetsAStructuredErrorAndTheConnectionLivesOn() throws {
