@@ -26,7 +26,7 @@ final class FileActivity {
 /// A name in a directory, for saves whose target does not exist in the backing yet.
 struct PendingName: Hashable {
     let directory: UInt64
-    let name: String
+    let name: FileName
 }
 
 /// Every file with a pending save or cached readers, and the names of files created through

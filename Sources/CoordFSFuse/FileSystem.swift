@@ -88,38 +88,38 @@ public final class FileSystem: Sendable {
         return node
     }
 
-    func lookUp(_ parent: Node, _ name: String) throws(Errno) -> fuse_entry_param {
-        try name.withCString { (name) -> Result<fuse_entry_param, Errno> in
-            Result { () throws(Errno) -> fuse_entry_param in try lookUp(parent, name) }
-        }.get()
+    func lookUp(_ parent: Node, _ name: FileName) throws(Errno) -> fuse_entry_param {
+        try name.withCString { (cName) throws(Errno) in try lookUp(parent, cName, name) }
     }
 
     /// Looks `name` up in `parent` and counts one kernel lookup of the result.
     func lookUp(_ parent: Node, _ name: UnsafePointer<CChar>) throws(Errno) -> fuse_entry_param {
-        let nameString = String(cString: name)
+        try lookUp(parent, name, FileName(cString: name))
+    }
+
+    /// `lookUp` with the name both as the kernel's C string and as the node table keeps it.
+    private func lookUp(_ parent: Node, _ name: UnsafePointer<CChar>, _ fileName: FileName) throws(Errno) -> fuse_entry_param {
         let status = try Syscall.stat(at: parent.directory, name)
-        if let existing = nodes.lookUpExisting(FileIdentity(status), parent: parent, name: nameString) {
+        if let existing = nodes.lookUpExisting(FileIdentity(status), parent: parent, name: fileName) {
             return entry(existing, status)
         }
-        return try adopt(parent, name, nameString)
+        return try adopt(parent, name, fileName)
     }
 
     /// Looks up what this request has just made at `parent`/`name` (a new file, directory,
     /// node or symlink): no node can stand for it yet, so the probe `lookUp` starts with
     /// would only cost a stat.
-    func lookUpMade(_ parent: Node, _ name: String) throws(Errno) -> fuse_entry_param {
-        try name.withCString { (cName) -> Result<fuse_entry_param, Errno> in
-            Result { () throws(Errno) -> fuse_entry_param in try adopt(parent, cName, name) }
-        }.get()
+    func lookUpMade(_ parent: Node, _ name: FileName) throws(Errno) -> fuse_entry_param {
+        try name.withCString { (cName) throws(Errno) in try adopt(parent, cName, name) }
     }
 
     /// Opens the object at `parent`/`name` and counts a kernel lookup of it: a new node, or the
     /// one another thread registered for the same object first. The stat comes from the opened
     /// descriptor, so the entry describes the object the node holds even if the name changed.
-    private func adopt(_ parent: Node, _ name: UnsafePointer<CChar>, _ nameString: String) throws(Errno) -> fuse_entry_param {
+    private func adopt(_ parent: Node, _ name: UnsafePointer<CChar>, _ fileName: FileName) throws(Errno) -> fuse_entry_param {
         let descriptor = try Syscall.openAt(parent.directory, name, Linux.O_PATH | O_NOFOLLOW)
         let status = try Syscall.statOfPathDescriptor(descriptor.raw)
-        let node = nodes.lookUp(status, descriptor: descriptor, parent: parent, name: nameString)
+        let node = nodes.lookUp(status, descriptor: descriptor, parent: parent, name: fileName)
         evictor?.noteGrowth(count: nodes.count)
         return entry(node, status)
     }
@@ -214,7 +214,7 @@ public final class FileSystem: Sendable {
 
     /// Gives an object the daemon just created to the calling user, as a local filesystem
     /// would have: the caller's uid, and its gid unless the parent directory is setgid.
-    func giveToCaller(_ request: fuse_req_t, parent: Node, name: String, descriptor: Int32? = nil, mode: mode_t) throws(Errno) {
+    func giveToCaller(_ request: fuse_req_t, parent: Node, name: FileName, descriptor: Int32? = nil, mode: mode_t) throws(Errno) {
         guard canChangeOwners else { return }
         let caller = fuse_req_ctx(request)!.pointee
         if caller.uid == 0 && caller.gid == 0 { return }
@@ -236,6 +236,15 @@ public final class FileSystem: Sendable {
             }
         }
     }
+}
+
+// MARK: Bytes the kernel lends
+
+/// A copy of a NUL-terminated C string the kernel lent a callback (a symlink target, an
+/// attribute name), byte for byte, for an operation that goes on after the callback returned.
+/// Names in a directory become `FileName`s instead.
+func copyCString(_ text: UnsafePointer<CChar>) -> [CChar] {
+    Array(UnsafeBufferPointer(start: text, count: strlen(text) + 1))
 }
 
 // MARK: Replies

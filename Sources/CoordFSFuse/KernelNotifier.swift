@@ -2,6 +2,7 @@ import CFuse
 import Dispatch
 import Glibc
 import Synchronization
+import CoordFSCore
 
 /// Tells the kernel to drop what it cached about a node, from a serial queue of its own, and
 /// keeps track of the nodes whose file pages the kernel may hold.
@@ -53,9 +54,9 @@ final class KernelNotifier: Sendable {
     }
 
     /// Drops the kernel's entry for `name` in a directory, positive or negative.
-    func invalidateEntry(directory id: UInt64, name: String) {
+    func invalidateEntry(directory id: UInt64, name: FileName) {
         queue.async { [session] in
-            _ = name.withCString { fuse_lowlevel_notify_inval_entry(session.raw, fuse_ino_t(id), $0, strlen($0)) }
+            _ = name.withCString { fuse_lowlevel_notify_inval_entry(session.raw, fuse_ino_t(id), $0, name.count) }
         }
     }
 

@@ -66,7 +66,7 @@ final class NodeEvictor: @unchecked Sendable {
             let before = nodes.count
             for (parent, name) in nodes.evictionCandidates(limit: before - lowWater) {
                 if state.withLock({ $0.stopping }) { return }
-                _ = name.withCString { fuse_lowlevel_notify_inval_entry(session, fuse_ino_t(parent), $0, strlen($0)) }
+                _ = name.withCString { fuse_lowlevel_notify_inval_entry(session, fuse_ino_t(parent), $0, name.count) }
             }
             usleep(5_000) // let the kernel's forgets arrive
             stalled = nodes.count < before ? 0 : stalled + 1

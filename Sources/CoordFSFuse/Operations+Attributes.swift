@@ -15,7 +15,7 @@ extension FileSystem {
         do throws(Errno) {
             let parent = try node(parentID)
             if StagingName.isReserved(name: name, inRoot: parent.id == NodeTable.rootID) { throw .noSuchFileOrDirectory }
-            if activity.hasPendingNames, let save = activity.pendingSave(PendingName(directory: parent.id, name: String(cString: name))) {
+            if activity.hasPendingNames, let save = activity.pendingSave(PendingName(directory: parent.id, name: FileName(cString: name))) {
                 return try replyPendingLookup(request, parent, name, save)
             }
             var entry = try lookUp(parent, name)
@@ -32,7 +32,7 @@ extension FileSystem {
     /// everyone else what the backing has. Nothing is cached, so the kernel asks again for
     /// every caller until the commit.
     private func replyPendingLookup(_ request: fuse_req_t, _ parent: Node, _ name: UnsafePointer<CChar>, _ save: Save) throws(Errno) {
-        if save.owner == owner(of: request), let node = nodes.lookUpExisting(save.node.identity, parent: parent, name: String(cString: name)) {
+        if save.owner == owner(of: request), let node = nodes.lookUpExisting(save.node.identity, parent: parent, name: FileName(cString: name)) {
             var entry = entry(node, try Syscall.stat(save.current.raw))
             entry.entry_timeout = 0
             entry.attr_timeout = 0

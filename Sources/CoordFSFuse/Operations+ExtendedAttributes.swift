@@ -12,8 +12,15 @@ import SystemPackage
 // control socket and the item's path inside the mount, which is how clients find the socket
 // from nothing but a path (Docs/PROTOCOL.md, "Finding the socket").
 
-/// The name of the attribute that locates the control socket.
-let controlAttributeName = "user.coordfs.control"
+/// The name of the attribute that locates the control socket. Attribute names are bytes:
+/// they are compared with it byte for byte (`isControlAttribute`), never decoded.
+let controlAttributeName: StaticString = "user.coordfs.control"
+
+/// Whether a NUL-terminated attribute name is exactly `controlAttributeName`.
+@inline(__always)
+func isControlAttribute(_ name: UnsafePointer<CChar>) -> Bool {
+    strcmp(name, UnsafeRawPointer(controlAttributeName.utf8Start).assumingMemoryBound(to: CChar.self)) == 0
+}
 
 extension FileSystem {
     func getxattr(_ request: fuse_req_t, _ id: fuse_ino_t, _ name: UnsafePointer<CChar>, _ size: Int) {
@@ -76,26 +83,33 @@ extension FileSystem {
     }
 
     func setxattr(_ request: fuse_req_t, _ id: fuse_ino_t, _ name: UnsafePointer<CChar>, _ value: UnsafePointer<CChar>?, _ size: Int, _ flags: Int32) {
-        let attribute = String(cString: name)
-        if attribute == controlAttributeName { return reply(request, error: .notPermitted) }
+        if isControlAttribute(name) { return reply(request, error: .notPermitted) }
+        // Name and value as bytes, for when the claim is granted (after this returns).
+        let attribute = copyCString(name)
         let bytes = Array(UnsafeRawBufferPointer(start: value, count: size))
         changeExtendedAttributes(request, id) { [self] (node, owner) throws(Errno) in
             if node.isSymlink { throw Errno.notPermitted }
             try withAttributePath(of: node, owner: owner) { (path) throws(Errno) in
-                try bytes.withUnsafeBytes { (raw) -> Result<Void, Errno> in
-                    Result { () throws(Errno) in try Syscall.setExtendedAttribute(path, attribute, raw, flags: flags, followLinks: true) }
+                try attribute.withUnsafeBufferPointer { (attribute) -> Result<Void, Errno> in
+                    bytes.withUnsafeBytes { (raw) -> Result<Void, Errno> in
+                        Result { () throws(Errno) in
+                            try Syscall.setExtendedAttribute(path, attribute.baseAddress!, raw, flags: flags, followLinks: true)
+                        }
+                    }
                 }.get()
             }
         }
     }
 
     func removexattr(_ request: fuse_req_t, _ id: fuse_ino_t, _ name: UnsafePointer<CChar>) {
-        let attribute = String(cString: name)
-        if attribute == controlAttributeName { return reply(request, error: .notPermitted) }
+        if isControlAttribute(name) { return reply(request, error: .notPermitted) }
+        let attribute = copyCString(name)
         changeExtendedAttributes(request, id) { [self] (node, owner) throws(Errno) in
             if node.isSymlink { throw Errno.noData }
             try withAttributePath(of: node, owner: owner) { (path) throws(Errno) in
-                try Syscall.removeExtendedAttribute(path, attribute, followLinks: true)
+                try attribute.withUnsafeBufferPointer { (attribute) -> Result<Void, Errno> in
+                    Result { () throws(Errno) in try Syscall.removeExtendedAttribute(path, attribute.baseAddress!, followLinks: true) }
+                }.get()
             }
         }
     }
@@ -135,7 +149,7 @@ extension FileSystem {
     /// and the mount serves a socket: `{"version":1,"socket":"…","path":"/…"}`, as UTF-8.
     /// An item that has no name any more (unlinked) is ENOENT, as a path to it would be.
     fileprivate func controlLocation(of node: Node, asked name: UnsafePointer<CChar>) throws(Errno) -> [UInt8]? {
-        guard let socket = options.controlSocket, strcmp(name, controlAttributeName) == 0 else { return nil }
+        guard let socket = options.controlSocket, isControlAttribute(name) else { return nil }
         guard let path = nodes.path(of: node) else { throw .noSuchFileOrDirectory }
         var json = Array(#"{"version":1,"socket":"#.utf8)
         Self.appendJSONString(socket, to: &json)

@@ -278,19 +278,19 @@ extension FileSystem {
             parent = try node(parentID)
             try refuseReservedName(parent, name)
         } catch { return reply(request, error: error) }
-        let nameString = String(cString: name)
+        let fileName = FileName(cString: name)
         let copy = FileInfoCopy(info: file.pointee)
         let pending = PendingRequest(raw: request)
-        guard let path = nodes.path(of: parent)?.appending(nameString) else { return reply(request, error: .noSuchFileOrDirectory) }
+        guard let path = nodes.path(of: parent)?.appending(fileName) else { return reply(request, error: .noSuchFileOrDirectory) }
         let inPlace = writesInPlace(nil, path: path, flags: O_TRUNC)
         withPresentersAndClaims(request, asking: [PresenterAsk(.relinquish, path)],
-                                claims: { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(nameString), .write)] } ?? [] },
+                                claims: { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(fileName), .write)] } ?? [] },
                                 nonblocking: copy.info.flags & O_NONBLOCK != 0) { [self] grant, consent in
             if inPlace {
                 if let grant { claims.release(grant) }
-                createInPlace(pending, parent, nameString, mode, copy, consent: consent)
+                createInPlace(pending, parent, fileName, mode, copy, consent: consent)
             } else {
-                createStaged(pending, parent, nameString, mode, copy, grant: grant, consent: consent)
+                createStaged(pending, parent, fileName, mode, copy, grant: grant, consent: consent)
             }
         }
     }
@@ -307,7 +307,7 @@ extension FileSystem {
     }
 
     /// Creates the file itself in the backing (in-place files).
-    private func createInPlace(_ request: PendingRequest, _ parent: Node, _ name: String, _ mode: mode_t, _ copy: FileInfoCopy,
+    private func createInPlace(_ request: PendingRequest, _ parent: Node, _ name: FileName, _ mode: mode_t, _ copy: FileInfoCopy,
                                consent: PresenterConsent) {
         var info = copy.info
         let origin = origin(of: request.raw)
@@ -330,7 +330,7 @@ extension FileSystem {
     /// Creates the file as a staged temp that only its creator sees until the first commit
     /// renames it into place (the node stands for the temp from the start, so it keeps its
     /// identity through that rename).
-    private func createStaged(_ request: PendingRequest, _ parent: Node, _ name: String, _ mode: mode_t, _ copy: FileInfoCopy,
+    private func createStaged(_ request: PendingRequest, _ parent: Node, _ name: FileName, _ mode: mode_t, _ copy: FileInfoCopy,
                               grant: ClaimGrant?, consent: PresenterConsent) {
         var info = copy.info
         let origin = origin(of: request.raw)
@@ -374,7 +374,7 @@ extension FileSystem {
     /// trusted a negative entry while the backing changed behind the mount), ESTALE makes the
     /// kernel look the name up again and open what is there with its own permission checks,
     /// instead of the daemon (root) opening, and giving away, someone else's file.
-    private func createExclusively(_ parent: Node, _ name: String, flags: Int32, mode: mode_t) throws(Errno) -> OwnedDescriptor {
+    private func createExclusively(_ parent: Node, _ name: FileName, flags: Int32, mode: mode_t) throws(Errno) -> OwnedDescriptor {
         do throws(Errno) {
             return try Syscall.openAt(parent.directory, name, flags | O_CREAT | O_EXCL, mode)
         } catch .fileExists where flags & O_EXCL == 0 {

@@ -10,22 +10,22 @@ extension FileSystem {
     /// Creates something at `parent`/`name` with `make` under a write claim on the new path,
     /// hands it to the caller, and replies with its entry.
     private func replyWithNewEntry(_ request: fuse_req_t, _ parentID: fuse_ino_t, _ name: UnsafePointer<CChar>, mode: mode_t,
-                                   givenToCaller: Bool = true, _ make: @escaping @Sendable (_ parent: Node, _ name: String) throws(Errno) -> Void) {
+                                   givenToCaller: Bool = true, _ make: @escaping @Sendable (_ parent: Node, _ name: FileName) throws(Errno) -> Void) {
         let parent: Node
         do throws(Errno) {
             parent = try node(parentID)
             try refuseReservedName(parent, name)
         } catch { return reply(request, error: error) }
-        let nameString = String(cString: name)
-        let path = nodes.path(of: parent)?.appending(nameString)
+        let fileName = FileName(cString: name)
+        let path = nodes.path(of: parent)?.appending(fileName)
         let pending = PendingRequest(raw: request)
-        coordinated(request, asking: [PresenterAsk(.relinquish, path)], claims: { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(nameString), .write)] } ?? [] }) { [self] in
+        coordinated(request, asking: [PresenterAsk(.relinquish, path)], claims: { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(fileName), .write)] } ?? [] }) { [self] in
             do throws(Errno) {
-                if activity.pendingSave(PendingName(directory: parent.id, name: nameString)) != nil { throw .fileExists }
-                try make(parent, nameString)
-                if givenToCaller { try giveToCaller(pending.raw, parent: parent, name: nameString, mode: mode) }
+                if activity.pendingSave(PendingName(directory: parent.id, name: fileName)) != nil { throw .fileExists }
+                try make(parent, fileName)
+                if givenToCaller { try giveToCaller(pending.raw, parent: parent, name: fileName, mode: mode) }
                 // A hard link names an object that may have a node already; anything else is new.
-                var entry = givenToCaller ? try lookUpMade(parent, nameString) : try lookUp(parent, nameString)
+                var entry = givenToCaller ? try lookUpMade(parent, fileName) : try lookUp(parent, fileName)
                 publish(.created, origin: origin(of: pending.raw), path: path, isDirectory: mode & S_IFMT == S_IFDIR, size: nil)
                 fuse_reply_entry(pending.raw, &entry)
             } catch {
@@ -53,9 +53,10 @@ extension FileSystem {
     }
 
     func symlink(_ request: fuse_req_t, _ target: UnsafePointer<CChar>, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>) {
-        let targetString = String(cString: target)
+        // Any bytes, as given: a target is made when the claim is granted, after this returns.
+        let targetBytes = copyCString(target)
         replyWithNewEntry(request, parent, name, mode: S_IFLNK) { (parent, name) throws(Errno) in
-            try Syscall.makeSymlink(target: targetString, at: parent.directory, name)
+            try Syscall.makeSymlink(target: targetBytes, at: parent.directory, name)
         }
     }
 
@@ -78,14 +79,14 @@ extension FileSystem {
             parent = try node(parentID)
             if StagingName.isReserved(name: name, inRoot: parent.id == NodeTable.rootID) { throw .noSuchFileOrDirectory }
         } catch { return reply(request, error: error) }
-        let nameString = String(cString: name)
-        let path = nodes.path(of: parent)?.appending(nameString)
+        let fileName = FileName(cString: name)
+        let path = nodes.path(of: parent)?.appending(fileName)
         let pending = PendingRequest(raw: request)
-        coordinated(request, asking: [PresenterAsk(.accommodateDeletion, path), PresenterAsk(.relinquish, path)], claims: { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(nameString), .write)] } ?? [] }) { [self] in
+        coordinated(request, asking: [PresenterAsk(.accommodateDeletion, path), PresenterAsk(.relinquish, path)], claims: { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(fileName), .write)] } ?? [] }) { [self] in
             do throws(Errno) {
                 let origin = origin(of: pending.raw)
                 var removedPending = false
-                if flags & AT_REMOVEDIR == 0, let save = activity.pendingSave(PendingName(directory: parent.id, name: nameString)) {
+                if flags & AT_REMOVEDIR == 0, let save = activity.pendingSave(PendingName(directory: parent.id, name: fileName)) {
                     // The owner removes the file it created and never closed: its writes go with it.
                     guard save.owner == owner(of: pending.raw) else { throw .noSuchFileOrDirectory }
                     save.discard()
@@ -94,10 +95,10 @@ extension FileSystem {
                 }
                 do throws(Errno) {
                     // No stat first: the kernel looked the name up, so the node table knows what it names.
-                    try removingSpares(of: { (try? Syscall.stat(at: parent.directory, nameString)).map(FileIdentity.init) }) { () throws(Errno) in
-                        try Syscall.unlink(at: parent.directory, nameString, flags: flags)
+                    try removingSpares(of: { (try? Syscall.stat(at: parent.directory, fileName)).map(FileIdentity.init) }) { () throws(Errno) in
+                        try Syscall.unlink(at: parent.directory, fileName, flags: flags)
                     }
-                    noteRemoved(nameString, in: parent)
+                    noteRemoved(fileName, in: parent)
                     publish(.deleted, origin: origin, path: path, isDirectory: flags & AT_REMOVEDIR != 0, size: nil)
                 } catch .noSuchFileOrDirectory where removedPending {
                     // Only the pending file had the name.
@@ -119,8 +120,8 @@ extension FileSystem {
             if StagingName.isReserved(name: name, inRoot: source.id == NodeTable.rootID) { throw .noSuchFileOrDirectory }
             try refuseReservedName(destination, newName)
         } catch { return reply(request, error: error) }
-        let sourceName = String(cString: name)
-        let destinationName = String(cString: newName)
+        let sourceName = FileName(cString: name)
+        let destinationName = FileName(cString: newName)
         let sourcePath = nodes.path(of: source)?.appending(sourceName)
         let destinationPath = nodes.path(of: destination)?.appending(destinationName)
         let pending = PendingRequest(raw: request)
@@ -181,7 +182,7 @@ extension FileSystem {
     /// The name `directory`/`name` went from the backing. A directory it stood for (whose
     /// children's paths hang on it), or a file with a pending save, learns at once whether it
     /// has names left; a save of a file with none is discarded, as its writes have nowhere to go.
-    private func noteRemoved(_ name: String, in directory: Node) {
+    private func noteRemoved(_ name: FileName, in directory: Node) {
         guard let removed = nodes.removedName(name, in: directory) else { return }
         let save = activity.save(of: removed)
         if removed.isDirectory || save != nil, nodes.isUnlinked(removed) { save?.discard() }
@@ -205,7 +206,7 @@ extension FileSystem {
 
     /// What a rename asks: both sides step aside; a destination it would replace must be
     /// accommodated as a deletion first (an exchange deletes nothing).
-    private func renameAsks(_ directory: Node, _ name: String, at destination: MountPath?, from source: MountPath?, flags: UInt32) -> [PresenterAsk] {
+    private func renameAsks(_ directory: Node, _ name: FileName, at destination: MountPath?, from source: MountPath?, flags: UInt32) -> [PresenterAsk] {
         var asks: [PresenterAsk] = []
         if flags & (Linux.RENAME_EXCHANGE | Linux.RENAME_NOREPLACE) == 0, presenters.hasPresenters(answering: .accommodateDeletion),
            (try? Syscall.stat(at: directory.directory, name)) != nil {
@@ -218,7 +219,7 @@ extension FileSystem {
 
     /// The owner renames a file it created and has not closed: nothing exists in the backing
     /// under the old name yet, so the rename moves where the first commit will go.
-    private func renamePending(_ save: Save, to destination: Node, _ name: String, flags: UInt32) throws(Errno) {
+    private func renamePending(_ save: Save, to destination: Node, _ name: FileName, flags: UInt32) throws(Errno) {
         if flags & Linux.RENAME_EXCHANGE != 0 { throw .invalidArgument }
         let exists = (try? Syscall.stat(at: destination.directory, name)) != nil
         if exists && flags & Linux.RENAME_NOREPLACE != 0 { throw .fileExists }

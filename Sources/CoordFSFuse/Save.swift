@@ -33,7 +33,7 @@ struct CommitReport: Sendable {
 /// A file a commit replaced and kept, under the temp's name in `directory`: nobody had it
 /// open and it had no other name, so once emptied it can be the next temp there.
 struct SpareCandidate: Sendable {
-    let name: String
+    let name: FileName
     /// The node's backing before the commit: its `O_PATH` descriptor reaches the file.
     let version: NodeBacking
     let directory: Node
@@ -67,7 +67,7 @@ final class Save: Sendable {
         var staged: StagedFile?
         /// Where the commit goes; moves when the owner renames the file.
         var directory: Node
-        var name: String
+        var name: FileName
         /// False for a file created through the mount until its first commit: the name does not
         /// exist in the backing yet (the node's backing object is the temp itself).
         var exists: Bool
@@ -86,7 +86,7 @@ final class Save: Sendable {
     private let state: Mutex<State>
 
     /// A save of an existing file, reading `committed` until its first change.
-    init(node: Node, owner: ClaimOwner, committed: consuming OwnedDescriptor, directory: Node, name: String, spares: SparePool) {
+    init(node: Node, owner: ClaimOwner, committed: consuming OwnedDescriptor, directory: Node, name: FileName, spares: SparePool) {
         self.node = node
         self.owner = owner
         self.spares = spares
@@ -94,7 +94,7 @@ final class Save: Sendable {
     }
 
     /// A save of a file being created: `staged` is its temp, which the node already stands for.
-    init(node: Node, owner: ClaimOwner, creating staged: consuming StagedFile, directory: Node, name: String, spares: SparePool) throws(Errno) {
+    init(node: Node, owner: ClaimOwner, creating staged: consuming StagedFile, directory: Node, name: FileName, spares: SparePool) throws(Errno) {
         self.node = node
         self.owner = owner
         self.spares = spares
@@ -128,7 +128,7 @@ final class Save: Sendable {
     var current: SharedDescriptor { state.withLock { $0.current } }
 
     /// Where the commit will go, and whether that name exists in the backing yet.
-    var target: (directory: Node, name: String, exists: Bool) {
+    var target: (directory: Node, name: FileName, exists: Bool) {
         state.withLock { ($0.directory, $0.name, $0.exists) }
     }
 
@@ -269,7 +269,7 @@ final class Save: Sendable {
     /// that is it, with no other name, to keep. Anything else (the backing changed behind the
     /// mount) goes as a rename over it would have removed it; a directory is swapped back,
     /// and the commit fails as a rename over a directory does.
-    private static func checkExchanged(_ expected: NodeBacking, in directory: Int32, as name: String, target: String) throws(Errno) -> NodeBacking? {
+    private static func checkExchanged(_ expected: NodeBacking, in directory: Int32, as name: FileName, target: FileName) throws(Errno) -> NodeBacking? {
         let status = try? Syscall.stat(at: directory, name)
         if let status, status.st_mode & S_IFMT == S_IFDIR {
             try? Syscall.rename(directory, name, to: directory, target, flags: Linux.RENAME_EXCHANGE)
@@ -303,7 +303,7 @@ final class Save: Sendable {
     }
 
     /// The owner renamed the file: the pending commit goes to the new name.
-    func retarget(directory: Node, name: String) {
+    func retarget(directory: Node, name: FileName) {
         state.withLock { state in
             // A temp lives beside its target: when the directory changes, move the temp too.
             if state.directory !== directory, let staged = state.staged.take() {

@@ -119,8 +119,8 @@ func parseWirePath(_ text: String) -> Result<MountPath, ErrorDetail> {
     guard let path = MountPath(text) else {
         return .failure(ErrorDetail(code: .invalidPath, message: "\"\(text.prefix(200))\": \"..\" may not appear in a path"))
     }
-    if let long = path.components.first(where: { $0.utf8.count > 255 }) {
-        return .failure(ErrorDetail(code: .invalidPath, message: "the name \"\(long.prefix(40))…\" is longer than 255 bytes"))
+    if let long = path.components.first(where: { $0.count > 255 }) {
+        return .failure(ErrorDetail(code: .invalidPath, message: "the name \"\(long.description.prefix(40))…\" is longer than 255 bytes"))
     }
     return .success(path)
 }

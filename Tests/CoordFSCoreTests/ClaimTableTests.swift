@@ -537,7 +537,7 @@ private let allPairs = ClaimMode.allCases.flatMap { a in ClaimMode.allCases.map 
 
     @Test func entriesGoAwayWithTheirLastUse() {
         let table = ClaimTable()
-        let components = (0..<1000).map { "d\($0)" }
+        let components = (0..<1000).map { name("d\($0)") }
         for index in 0..<1_000_000 {
             let target = MountPath(components: [components[index % 1000], "f\(index)"])
             guard case .success(let grant) = table.tryAcquire([ClaimRequest(target, .write)], owner: alice) else {

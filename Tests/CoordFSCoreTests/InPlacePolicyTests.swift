@@ -72,6 +72,21 @@ import Testing
         }
     }
 
+    /// A byte that is not valid UTF-8 is one character no text names: `?`, `*` and negated sets
+    /// match it, a literal U+FFFD (its repair) or a range does not.
+    @Test func badBytesAreCharactersNoPatternNames() throws {
+        let dbFile = try #require(MountPath(bytes: [0x2F, 0x78, 0xFF] + Array(".db".utf8)))
+        #expect(InPlacePolicy(patterns: ["*.db"], largerThan: nil).isInPlace(dbFile, size: 0))
+        #expect(InPlacePolicy(patterns: ["x?.db"], largerThan: nil).isInPlace(dbFile, size: 0))
+        #expect(InPlacePolicy(patterns: ["x[!a].db"], largerThan: nil).isInPlace(dbFile, size: 0))
+        #expect(!InPlacePolicy(patterns: ["x[a-z].db"], largerThan: nil).isInPlace(dbFile, size: 0))
+        #expect(!InPlacePolicy(patterns: ["x\u{FFFD}.db"], largerThan: nil).isInPlace(dbFile, size: 0))
+        #expect(!InPlacePolicy(patterns: ["x??.db"], largerThan: nil).isInPlace(dbFile, size: 0), "one byte, one character")
+        let journal = try #require(MountPath(bytes: Array("/d/".utf8) + [0xC3] + Array(".sqlite-journal".utf8)))
+        #expect(InPlacePolicy().isInPlace(journal, size: 0))
+        #expect(InPlacePolicy(patterns: ["d/*"], largerThan: nil).isInPlace(journal, size: 0))
+    }
+
     @Test func pathPatternsMatchTheWholePath() {
         let policy = InPlacePolicy(patterns: ["data/**/*.bin", "/build/*", "**/cache/**", "exact/file.txt", "*/top.dat"],
                                    largerThan: nil)

@@ -18,7 +18,7 @@ import Testing
     }
 
     /// What the FUSE layer does on lookup: open O_PATH, stat, register.
-    func lookUp(_ table: NodeTable, _ parent: Node, _ name: String) throws -> Node {
+    func lookUp(_ table: NodeTable, _ parent: Node, _ name: FileName) throws -> Node {
         let descriptor = try Syscall.openAt(parent.directory, name, Linux.O_PATH | O_NOFOLLOW)
         let status = try Syscall.statOfPathDescriptor(descriptor.raw)
         return table.lookUp(status, descriptor: descriptor, parent: parent, name: name)

@@ -75,15 +75,30 @@ final class ScratchDirectory {
         (try? Syscall.stat(at: raw, name)) != nil
     }
 
+    // The same for a name in the top directory, as its bytes.
+
+    func write(_ name: FileName, _ bytes: [UInt8]) throws {
+        let file = try Syscall.openAt(raw, name, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        try write(file.raw, bytes)
+    }
+
+    func status(_ name: FileName) throws -> stat {
+        try Syscall.stat(at: raw, name)
+    }
+
+    func exists(_ name: FileName) -> Bool {
+        (try? Syscall.stat(at: raw, name)) != nil
+    }
+
     /// The names in a directory of the scratch tree ("." for the top), without . and ..
-    func names(in relative: String = ".") throws -> Set<String> {
+    func names(in relative: String = ".") throws -> Set<FileName> {
         let directory = try Syscall.openAt(raw, relative, O_RDONLY | O_DIRECTORY)
         let stream = try Syscall.openDirectoryStream(directory.raw)
         defer { Syscall.closeDirectoryStream(stream) }
-        var names: Set<String> = []
+        var names: Set<FileName> = []
         while let entry = try Syscall.readDirectory(stream) {
             let name = withUnsafePointer(to: &entry.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+                $0.withMemoryRebound(to: CChar.self, capacity: 256) { FileName(cString: $0) }
             }
             if name != "." && name != ".." { names.insert(name) }
         }

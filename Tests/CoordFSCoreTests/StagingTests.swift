@@ -4,14 +4,14 @@ import SystemPackage
 import Testing
 @testable import CoordFSCore
 
-/// Staging names: the exact pattern, the fast C-string check agreeing with the String one,
+/// Staging names: the exact pattern, the fast C-string check agreeing with the name one,
 /// and which names are reserved where.
 @Suite struct StagingNameTests {
     @Test func madeNamesHaveTheFixedShape() {
         for _ in 0..<100 {
             let name = StagingName.make()
-            #expect(name.utf8.count == StagingName.length)
-            #expect(name.hasPrefix(".coordfs-tmp-"))
+            #expect(name.count == StagingName.length)
+            #expect(name.description.hasPrefix(".coordfs-tmp-"))
             #expect(StagingName.isStaging(name))
         }
         #expect(StagingName.make(random: 0) == ".coordfs-tmp-0000000000000000")
@@ -21,9 +21,9 @@ import Testing
 
     /// Names come from a per-process key and a counter: none repeats, even from many threads.
     @Test func madeNamesNeverRepeat() async {
-        let batches = await withTaskGroup(of: [String].self) { group in
+        let batches = await withTaskGroup(of: [FileName].self) { group in
             for _ in 0..<8 { group.addTask { (0..<5_000).map { _ in StagingName.make() } } }
-            return await group.reduce(into: [[String]]()) { $0.append($1) }
+            return await group.reduce(into: [[FileName]]()) { $0.append($1) }
         }
         let names = batches.flatMap { $0 }
         #expect(Set(names).count == names.count)
@@ -52,10 +52,9 @@ import Testing
     ]
 
     @Test(arguments: samples)
-    func stringAndCStringChecksAgree(_ name: String, _ expected: Bool) {
-        #expect(StagingName.isStaging(name) == expected)
-        #expect(StagingName.isStaging(name[...]) == expected)
-        #expect(name.withCString { StagingName.isStaging($0) } == expected)
+    func nameAndCStringChecksAgree(_ text: String, _ expected: Bool) {
+        #expect(StagingName.isStaging(FileName(stringLiteral: text)) == expected)
+        #expect(text.withCString { StagingName.isStaging($0) } == expected)
     }
 
     @Test func reservedNames() {
@@ -90,7 +89,7 @@ import Testing
         return try StagedFile.stage(in: scratch.raw, replacing: target.raw, copyContents: copyContents, owner: nil, mode: 0)
     }
 
-    func temps() throws -> [String] {
+    func temps() throws -> [FileName] {
         try scratch.names().filter { StagingName.isStaging($0) }
     }
 
@@ -348,7 +347,7 @@ import Testing
     @Test func nameCollisionDrawsAgain() throws {
         let taken = StagingName.make(random: 42)
         try scratch.write(taken, Array("someone else's".utf8))
-        var drawn: [String] = []
+        var drawn: [FileName] = []
         let staged = try StagedFile.create(in: scratch.raw, mode: 0o600) {
             let name = drawn.isEmpty ? taken : StagingName.make()
             drawn.append(name)
@@ -356,7 +355,7 @@ import Testing
         }
         #expect(drawn.count == 2)
         #expect(staged.name == drawn[1])
-        #expect(try scratch.read(taken) == Array("someone else's".utf8))
+        #expect(try scratch.read("\(taken)") == Array("someone else's".utf8))
     }
 
     // MARK: Commit and discard
@@ -533,7 +532,8 @@ import Testing
     }
 
     static func reopen(_ descriptor: Int32, _ flags: Int32) throws(Errno) -> OwnedDescriptor {
-        try Syscall.openAt(AT_FDCWD, "/proc/self/fd/\(descriptor)", flags)
+        let path = "/proc/self/fd/\(descriptor)"
+        return try Syscall.openAt(AT_FDCWD, path, flags)
     }
 
     /// The pool: a few spares per directory, a bound in all with the least recently used
@@ -542,7 +542,7 @@ import Testing
     @Test func sparePoolBoundsAndOrder() throws {
         let table = try NodeTable(root: try Syscall.openAt(scratch.raw, ".", Linux.O_PATH | O_DIRECTORY))
         let pool = SparePool(perDirectory: 2, capacity: 3)
-        func spare(_ name: String) throws -> SpareFile {
+        func spare(_ name: FileName) throws -> SpareFile {
             try scratch.write(name, [])
             return SpareFile(name: name, descriptor: try Syscall.openAt(scratch.raw, name, O_RDWR), directory: table.root)
         }

@@ -2,7 +2,8 @@
 /// `?` (one character), `[...]` (one character of a set: ranges `a-z`, negation with `!` or
 /// `^`, `]` first to include it), and `\` to take the next character literally. As fnmatch
 /// without flags, `*` also matches a leading dot. Characters are Unicode scalars, so `?`
-/// matches one letter of a non-ASCII name, not one byte of it.
+/// matches one letter of a non-ASCII name, not one byte of it; a byte of a name that is not
+/// valid UTF-8 is one character that only `?`, `*` and a negated set match.
 ///
 /// Parsed once, matched many times (on every open for writing); matching is iterative with
 /// one backtrack point, so no pattern makes it take more than length × length steps.
@@ -13,12 +14,15 @@ struct GlobPattern: Sendable, Equatable {
         case star                      // *
         case set(ranges: [ClosedRange<Unicode.Scalar>], negated: Bool)
 
-        func matches(_ scalar: Unicode.Scalar) -> Bool {
+        /// `scalar` is nil for a byte that is not valid UTF-8 (see `FileName.scalars`).
+        func matches(_ scalar: Unicode.Scalar?) -> Bool {
             switch self {
             case .literal(let expected): return scalar == expected
             case .any: return true
             case .star: return true
-            case .set(let ranges, let negated): return ranges.contains { $0.contains(scalar) } != negated
+            case .set(let ranges, let negated):
+                guard let scalar else { return negated }
+                return ranges.contains { $0.contains(scalar) } != negated
             }
         }
     }
@@ -105,20 +109,21 @@ struct GlobPattern: Sendable, Equatable {
 
     /// Whether the whole of `name` matches.
     func matches(_ name: some StringProtocol) -> Bool {
-        matches(scalars: Array(name.unicodeScalars))
+        matches(scalars: name.unicodeScalars.map { $0 })
     }
 
-    /// The same for a name already split into scalars: a policy tries many patterns on one
-    /// name, on every open for writing, and splits it once.
-    func matches(scalars: [Unicode.Scalar]) -> Bool {
+    /// The same for a name already split into scalars (`FileName.scalars`: nil for a byte that
+    /// is not valid UTF-8): a policy tries many patterns on one name, on every open for
+    /// writing, and splits it once.
+    func matches(scalars: [Unicode.Scalar?]) -> Bool {
         if let literalSuffix {
-            return scalars.count >= literalSuffix.count && scalars.suffix(literalSuffix.count).elementsEqual(literalSuffix)
+            return scalars.count >= literalSuffix.count && scalars.suffix(literalSuffix.count).elementsEqual(literalSuffix) { $0 == $1 }
         }
         return matchesTokens(scalars)
     }
 
     /// The general matcher, which `matches` skips for a `literalSuffix`.
-    func matchesTokens(_ scalars: [Unicode.Scalar]) -> Bool {
+    func matchesTokens(_ scalars: [Unicode.Scalar?]) -> Bool {
         var t = 0, s = 0
         var starToken = -1, starScalar = 0
         while s < scalars.count {
@@ -160,7 +165,7 @@ struct PathPattern: Sendable, Equatable {
         }
     }
 
-    func matches(_ components: [String]) -> Bool {
+    func matches(_ components: [FileName]) -> Bool {
         // Positions in the path each prefix of the pattern can stand at, advanced part by
         // part: linear in parts × components, whatever the number of `**`.
         var reachable = [Bool](repeating: false, count: components.count + 1)
@@ -175,7 +180,7 @@ struct PathPattern: Sendable, Equatable {
                     next[index] = seen
                 }
             case .component(let glob):
-                for index in components.indices where reachable[index] && glob.matches(components[index]) {
+                for index in components.indices where reachable[index] && glob.matches(scalars: components[index].scalars) {
                     next[index + 1] = true
                 }
             }

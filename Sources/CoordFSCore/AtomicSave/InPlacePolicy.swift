@@ -77,7 +77,7 @@ public struct InPlacePolicy: Sendable {
     public func isInPlace(_ path: MountPath, size: Int64) -> Bool {
         if let largerThan, size > largerThan { return true }
         if let name = path.name, !namePatterns.isEmpty {
-            let scalars = Array(name.unicodeScalars)
+            let scalars = name.scalars
             if namePatterns.contains(where: { $0.matches(scalars: scalars) }) { return true }
         }
         return pathPatterns.contains { $0.matches(path.components) }

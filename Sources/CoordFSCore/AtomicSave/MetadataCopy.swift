@@ -77,7 +77,7 @@ enum MetadataCopy {
         }
         var sourceHasAccessACL = false
         for name in names {
-            let isAccessACL = String(decoding: name.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self) == accessACL
+            let isAccessACL = name.dropLast().elementsEqual(accessACL.utf8) { UInt8(bitPattern: $0) == $1 } // names are bytes
             let value: [UInt8]
             do throws(Errno) {
                 value = try ExtendedAttributes.value(of: source, name)

@@ -69,7 +69,7 @@ public enum Recovery {
     static func sweep(backingRoot: Int32, now: time_t, descriptorBudget: Int,
                       statistics: inout Statistics) throws(Errno) -> [RecoveredFile] {
         let root = try Syscall.openAt(backingRoot, ".", O_RDONLY | O_DIRECTORY)
-        var walk = Walk(root: root.raw, rootStatus: try Syscall.stat(root.raw), folder: folderName(at: now),
+        var walk = Walk(root: root.raw, rootStatus: try Syscall.stat(root.raw), folder: FileName(folderName(at: now).utf8)!,
                         budget: max(descriptorBudget, 2))
         defer {
             walk.closeAll()
@@ -85,31 +85,31 @@ public enum Recovery {
 private struct Walk {
     /// One directory on the path from the root to where the walk stands.
     struct Frame {
-        /// Its name in its parent ("" for the root).
-        let name: String
+        /// Its name in its parent (none for the root).
+        let name: FileName
         let identity: FileIdentity
         /// A readable descriptor, or -1 when it was closed to stay within the budget.
         var descriptor: Int32
         /// Subdirectories not visited yet, last to visit first.
-        var pending: [String]
+        var pending: [FileName]
     }
 
     let root: Int32
     let device: UInt64
-    let folder: String
+    let folder: FileName
     let budget: Int
     var frames: [Frame]
     var held = 1
     var recovered: [RecoveredFile] = []
     var statistics = Recovery.Statistics()
 
-    init(root: Int32, rootStatus: stat, folder: String, budget: Int) {
+    init(root: Int32, rootStatus: stat, folder: FileName, budget: Int) {
         self.root = root
         self.device = UInt64(rootStatus.st_dev)
         self.folder = folder
         self.budget = budget
         // The root's descriptor belongs to the caller of the sweep, who closes it.
-        self.frames = [Frame(name: "", identity: FileIdentity(rootStatus), descriptor: root, pending: [])]
+        self.frames = [Frame(name: .none, identity: FileIdentity(rootStatus), descriptor: root, pending: [])]
         statistics.peakHeld = 1
     }
 
@@ -135,7 +135,7 @@ private struct Walk {
     /// Opens a subdirectory to descend into; nil when it is to be skipped: gone or replaced
     /// meanwhile, not readable, on another filesystem, or one of its own ancestors (a bind
     /// mount looping back).
-    func openSubdirectory(_ parent: Int32, _ name: String) throws(Errno) -> (descriptor: Int32, identity: FileIdentity)? {
+    func openSubdirectory(_ parent: Int32, _ name: FileName) throws(Errno) -> (descriptor: Int32, identity: FileIdentity)? {
         let descriptor: OwnedDescriptor
         do throws(Errno) {
             descriptor = try Syscall.openAt(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
@@ -150,9 +150,9 @@ private struct Walk {
 
     /// Reads a directory whole (moving entries out of a directory while reading it could skip
     /// others), moves the temps found in it, and returns its subdirectories to visit.
-    mutating func scan(_ directory: Int32, components: [String]) throws(Errno) -> [String] {
-        var subdirectories: [String] = []
-        var temps: [String] = []
+    mutating func scan(_ directory: Int32, components: [FileName]) throws(Errno) -> [FileName] {
+        var subdirectories: [FileName] = []
+        var temps: [FileName] = []
         let stream: OpaquePointer
         do throws(Errno) {
             stream = try Syscall.openDirectoryStream(directory)
@@ -165,13 +165,13 @@ private struct Walk {
             let type = entry.pointee.d_type
             let kind: Kind? = withUnsafePointer(to: &entry.pointee.d_name) { tuple in
                 tuple.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { name in
-                    if StagingName.isStaging(name) { return .temp(String(cString: name)) }
+                    if StagingName.isStaging(name) { return .temp(FileName(cString: name)) }
                     if name[0] == 0x2E && (name[1] == 0 || (name[1] == 0x2E && name[2] == 0)) { return nil }
                     if inRoot && StagingName.isReserved(name: name, inRoot: true) { return nil }
-                    if Int(type) == DT_DIR { return .directory(String(cString: name)) }
+                    if Int(type) == DT_DIR { return .directory(FileName(cString: name)) }
                     if Int(type) == DT_UNKNOWN, let status = try? Syscall.stat(at: directory, name),
                        status.st_mode & S_IFMT == S_IFDIR {
-                        return .directory(String(cString: name))
+                        return .directory(FileName(cString: name))
                     }
                     return nil // files, and symlinks, which are never followed
                 }
@@ -187,12 +187,12 @@ private struct Walk {
     }
 
     enum Kind {
-        case temp(String)
-        case directory(String)
+        case temp(FileName)
+        case directory(FileName)
     }
 
     /// Moves the temps of one directory into its mirror under the recovery folder.
-    mutating func moveAside(_ temps: [String], from directory: Int32, components: [String]) throws(Errno) {
+    mutating func moveAside(_ temps: [FileName], from directory: Int32, components: [FileName]) throws(Errno) {
         var destination: OwnedDescriptor? = nil
         for name in temps {
             let status: stat
@@ -219,7 +219,7 @@ private struct Walk {
 
     /// Renames without replacing anything (a name taken by an earlier sweep in the same second
     /// gets a suffix); nil when the entry cannot be moved (gone, or behind a bind mount).
-    func rename(_ name: String, from directory: Int32, to destination: Int32) throws(Errno) -> String? {
+    func rename(_ name: FileName, from directory: Int32, to destination: Int32) throws(Errno) -> FileName? {
         var candidate = name
         var flags = Linux.RENAME_NOREPLACE
         for attempt in 1...100 {
@@ -231,7 +231,7 @@ private struct Walk {
                 flags = 0 // no RENAME_NOREPLACE on this filesystem: look before renaming (the tree is quiet)
                 continue
             } catch where error.rawValue == EEXIST {
-                candidate = "\(name).\(attempt)"
+                candidate = name.appending(".\(attempt)")
             } catch where error.rawValue == ENOENT || error.rawValue == EXDEV || error.rawValue == EBUSY {
                 return nil
             }
@@ -241,7 +241,7 @@ private struct Walk {
 
     /// `.coordfs-recovery/<folder>/<components>` in the root, created as needed (0700: the
     /// temps are other people's unsaved work), opened `O_PATH`.
-    func mirror(of components: [String]) throws(Errno) -> OwnedDescriptor {
+    func mirror(of components: [FileName]) throws(Errno) -> OwnedDescriptor {
         var current = try Self.openOrMake(root, StagingName.recoveryFolder)
         current = try Self.openOrMake(current.raw, folder)
         for name in components {
@@ -250,7 +250,7 @@ private struct Walk {
         return current
     }
 
-    static func openOrMake(_ directory: Int32, _ name: String) throws(Errno) -> OwnedDescriptor {
+    static func openOrMake(_ directory: Int32, _ name: FileName) throws(Errno) -> OwnedDescriptor {
         do throws(Errno) {
             try Syscall.makeDirectory(at: directory, name, 0o700)
         } catch where error.rawValue == EEXIST {

@@ -14,13 +14,13 @@ import SystemPackage
 /// Sendable: immutable; the descriptor is only a number the kernel serialises calls on.
 public final class SpareFile: Sendable {
     /// Its staging name inside `directory`.
-    public let name: String
+    public let name: FileName
     /// Open for reading and writing.
     public let descriptor: OwnedDescriptor
     /// The directory it lives in; holding the node keeps the directory's descriptor open.
     public let directory: Node
 
-    public init(name: String, descriptor: consuming OwnedDescriptor, directory: Node) {
+    public init(name: FileName, descriptor: consuming OwnedDescriptor, directory: Node) {
         self.name = name
         self.descriptor = descriptor
         self.directory = directory
@@ -34,10 +34,10 @@ public final class SpareFile: Sendable {
 
 /// Where a spare stands, for removing one that is not in hand (still being emptied).
 public struct SpareName: Sendable {
-    public let name: String
+    public let name: FileName
     public let directory: Node
 
-    public init(name: String, directory: Node) {
+    public init(name: FileName, directory: Node) {
         self.name = name
         self.directory = directory
     }
@@ -64,9 +64,9 @@ public final class SparePool: Sendable {
         var byDirectory: [FileIdentity: [SpareFile]] = [:]
         /// Replaced files a commit kept that are still being emptied (`expect` .. `add`), by
         /// directory: they already stand under their staging names.
-        var incoming: [FileIdentity: [String: SpareName]] = [:]
+        var incoming: [FileIdentity: [FileName: SpareName]] = [:]
         /// Names `takeAll(in:)` handed out while their files were still being emptied.
-        var withdrawn: Set<String> = []
+        var withdrawn: Set<FileName> = []
         /// When each directory last gave or took a spare, on `clock`.
         var lastUse: [FileIdentity: UInt64] = [:]
         var clock: UInt64 = 0
@@ -92,7 +92,7 @@ public final class SparePool: Sendable {
     /// A commit kept the replaced file under `name` in `directory`; it will come to `add` once
     /// it is emptied (after the reply). Until then `takeAll(in:)` hands its name out too, so
     /// that a directory removed in between is not held up by it.
-    public func expect(_ name: String, in directory: Node) {
+    public func expect(_ name: FileName, in directory: Node) {
         state.withLock { state in
             state.incoming[directory.identity, default: [:]][name] = SpareName(name: name, directory: directory)
             expected.add(1, ordering: .relaxed)
@@ -134,7 +134,7 @@ public final class SparePool: Sendable {
     }
 
     /// A file announced by `expect` that will not come (emptying it failed; the caller removes it).
-    public func abandon(_ name: String, in directory: FileIdentity) {
+    public func abandon(_ name: FileName, in directory: FileIdentity) {
         state.withLock { state in
             if state.withdrawn.remove(name) == nil { Self.forget(name, in: directory, from: &state, expected: expected) }
         }
@@ -169,7 +169,7 @@ public final class SparePool: Sendable {
         return spares
     }
 
-    private static func forget(_ name: String, in directory: FileIdentity, from state: inout State, expected: borrowing Atomic<Int>) {
+    private static func forget(_ name: FileName, in directory: FileIdentity, from state: inout State, expected: borrowing Atomic<Int>) {
         guard state.incoming[directory]?.removeValue(forKey: name) != nil else { return }
         if state.incoming[directory]?.isEmpty == true { state.incoming[directory] = nil }
         expected.subtract(1, ordering: .relaxed)

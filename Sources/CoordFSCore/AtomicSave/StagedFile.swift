@@ -64,11 +64,11 @@ public enum Durability: String, CaseIterable, Sendable {
 /// been renamed meanwhile); the temp is named by `name` inside it.
 public struct StagedFile: ~Copyable, Sendable {
     /// The temp's name inside its directory (a `StagingName`).
-    public let name: String
+    public let name: FileName
     /// A read-write descriptor of the temp. Reopen it through `/proc/self/fd` for other flags.
     public let descriptor: OwnedDescriptor
 
-    init(name: String, descriptor: consuming OwnedDescriptor) {
+    init(name: FileName, descriptor: consuming OwnedDescriptor) {
         self.name = name
         self.descriptor = descriptor
     }
@@ -157,7 +157,7 @@ public struct StagedFile: ~Copyable, Sendable {
     }
 
     /// Creates an empty temp under a fresh name, drawing again when the name is taken.
-    static func create(in directory: Int32, mode: mode_t, names: () -> String) throws(Errno) -> StagedFile {
+    static func create(in directory: Int32, mode: mode_t, names: () -> FileName) throws(Errno) -> StagedFile {
         for _ in 0..<8 {
             let name = names()
             do throws(Errno) {
@@ -178,14 +178,14 @@ public struct StagedFile: ~Copyable, Sendable {
     /// - Returns: nil, or the error of the directory sync (`.full`) when it failed after the
     ///   rename took effect: the new contents are in place but may not survive a power loss.
     @discardableResult
-    public func commit(in directory: Int32, as targetName: String, durability: Durability) throws(Errno) -> Errno? {
+    public func commit(in directory: Int32, as targetName: FileName, durability: Durability) throws(Errno) -> Errno? {
         try commit(from: directory, to: directory, as: targetName, durability: durability)
     }
 
     /// The same when the target now lives in another directory of the same filesystem than
     /// the temp (its owner moved it); `.full` syncs both directories.
     @discardableResult
-    public func commit(from stagingDirectory: Int32, to directory: Int32, as targetName: String,
+    public func commit(from stagingDirectory: Int32, to directory: Int32, as targetName: FileName,
                        durability: Durability) throws(Errno) -> Errno? {
         if durability.syncsFile {
             try Syscall.synchronize(descriptor.raw, dataOnly: false)
@@ -213,7 +213,7 @@ public struct StagedFile: ~Copyable, Sendable {
     /// - Returns: false when nothing changed because the filesystem cannot exchange (EINVAL)
     ///   or the target is gone (ENOENT): `commit` is the way then.
     /// - Throws: when nothing changed (the sync or the exchange failed otherwise).
-    public func exchange(in directory: Int32, with targetName: String, durability: Durability, startingWriteback: Bool) throws(Errno) -> Bool {
+    public func exchange(in directory: Int32, with targetName: FileName, durability: Durability, startingWriteback: Bool) throws(Errno) -> Bool {
         if durability.syncsFile {
             try Syscall.synchronize(descriptor.raw, dataOnly: false)
         } else if startingWriteback {

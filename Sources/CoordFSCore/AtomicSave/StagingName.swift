@@ -16,7 +16,7 @@ public enum StagingName {
     public static let length = prefixLength + hexDigits
 
     /// The folder in the backing root where temp files left by a crash are moved at the next mount.
-    public static let recoveryFolder = recoveryFolderBytes.description
+    public static let recoveryFolder = FileName(recoveryFolderBytes.description.utf8)!
     static let recoveryFolderBytes: StaticString = ".coordfs-recovery"
 
     /// A fresh temp name: 64 bits that no other name from this process has, and that another
@@ -24,7 +24,7 @@ public enum StagingName {
     /// Unique, not secret: whoever lists the backing could predict the next names. A name
     /// taken in the backing meanwhile is left to O_EXCL (with O_NOFOLLOW), which makes the
     /// caller draw again; nothing else is ever opened under one.
-    public static func make() -> String {
+    public static func make() -> FileName {
         let count = drawn.wrappingAdd(1, ordering: .relaxed).newValue
         return make(random: scramble(processKey &+ count &* 0x9E37_79B9_7F4A_7C15))
     }
@@ -49,19 +49,14 @@ public enum StagingName {
     }
 
     /// The temp name for a given 64-bit value (tests use it to force a collision).
-    static func make(random value: UInt64) -> String {
+    static func make(random value: UInt64) -> FileName {
         let hex = String(value, radix: 16, uppercase: false)
-        return prefix.description + String(repeating: "0", count: hexDigits - hex.utf8.count) + hex
+        return FileName((prefix.description + String(repeating: "0", count: hexDigits - hex.utf8.count) + hex).utf8)!
     }
 
     /// Whether `name` is exactly a temp name: the prefix, then 16 lowercase hex digits, nothing more.
-    public static func isStaging(_ name: some StringProtocol) -> Bool {
-        var index = 0
-        for byte in name.utf8 {
-            guard index < length, matches(byte, at: index) else { return false }
-            index += 1
-        }
-        return index == length
+    public static func isStaging(_ name: FileName) -> Bool {
+        name.withCString { isStaging($0) }
     }
 
     /// The same test on a NUL-terminated name, without allocating: it runs on every lookup and
@@ -77,9 +72,8 @@ public enum StagingName {
 
     /// Whether a name is hidden from (and may not be created through) the mount: temp names
     /// in every directory, the recovery folder only in the root (elsewhere it is an ordinary name).
-    public static func isReserved(name: some StringProtocol, inRoot: Bool) -> Bool {
-        if inRoot && name == recoveryFolder { return true }
-        return isStaging(name)
+    public static func isReserved(name: FileName, inRoot: Bool) -> Bool {
+        name.withCString { isReserved(name: $0, inRoot: inRoot) }
     }
 
     /// `isReserved` on a NUL-terminated name, without allocating.

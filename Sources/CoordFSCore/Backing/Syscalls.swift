@@ -73,10 +73,6 @@ public enum Syscall {
         return OwnedDescriptor(adopting: fd)
     }
 
-    public static func openAt(_ directory: Int32, _ name: String, _ flags: Int32, _ mode: mode_t = 0) throws(Errno) -> OwnedDescriptor {
-        let fd = try retrying { name.withCString { Glibc.openat(directory, $0, flags | O_CLOEXEC, mode) } }
-        return OwnedDescriptor(adopting: fd)
-    }
 
     // MARK: Metadata
 
@@ -185,6 +181,54 @@ public enum Syscall {
         buffer[count] = 0
         buffer.removeSubrange((count + 1)...)
         return buffer
+    }
+
+    // MARK: The same calls on a name in a directory (its bytes as they are, see `FileName`)
+
+    public static func openAt(_ directory: Int32, _ name: FileName, _ flags: Int32, _ mode: mode_t = 0) throws(Errno) -> OwnedDescriptor {
+        try name.withCString { (name) throws(Errno) in try openAt(directory, name, flags, mode) }
+    }
+
+    public static func stat(at directory: Int32, _ name: FileName) throws(Errno) -> stat {
+        try name.withCString { (name) throws(Errno) in try stat(at: directory, name) }
+    }
+
+    public static func changeMode(at directory: Int32, _ name: FileName, _ mode: mode_t) throws(Errno) {
+        try name.withCString { (name) throws(Errno) in try changeMode(at: directory, name, mode) }
+    }
+
+    public static func changeOwner(at directory: Int32, _ name: FileName, _ uid: uid_t, _ gid: gid_t, flags: Int32) throws(Errno) {
+        try name.withCString { (name) throws(Errno) in try changeOwner(at: directory, name, uid, gid, flags: flags) }
+    }
+
+    public static func makeDirectory(at directory: Int32, _ name: FileName, _ mode: mode_t) throws(Errno) {
+        try name.withCString { (name) throws(Errno) in try makeDirectory(at: directory, name, mode) }
+    }
+
+    public static func makeNode(at directory: Int32, _ name: FileName, _ mode: mode_t, _ device: dev_t) throws(Errno) {
+        try name.withCString { (name) throws(Errno) in try makeNode(at: directory, name, mode, device) }
+    }
+
+    /// `target` is any bytes, `/` included (a symlink's target is a path, not a name).
+    public static func makeSymlink(target: [CChar], at directory: Int32, _ name: FileName) throws(Errno) {
+        precondition(target.last == 0, "a symlink target is passed NUL-terminated")
+        try name.withCString { (name) throws(Errno) in
+            try target.withUnsafeBufferPointer { (target) throws(Errno) in try makeSymlink(target: target.baseAddress!, at: directory, name) }
+        }
+    }
+
+    public static func link(_ sourceDirectory: Int32, _ sourceName: UnsafePointer<CChar>, to directory: Int32, _ name: FileName, flags: Int32) throws(Errno) {
+        try name.withCString { (name) throws(Errno) in try link(sourceDirectory, sourceName, to: directory, name, flags: flags) }
+    }
+
+    public static func unlink(at directory: Int32, _ name: FileName, flags: Int32) throws(Errno) {
+        try name.withCString { (name) throws(Errno) in try unlink(at: directory, name, flags: flags) }
+    }
+
+    public static func rename(_ sourceDirectory: Int32, _ sourceName: FileName, to directory: Int32, _ name: FileName, flags: UInt32) throws(Errno) {
+        try sourceName.withCString { (sourceName) throws(Errno) in
+            try name.withCString { (name) throws(Errno) in try rename(sourceDirectory, sourceName, to: directory, name, flags: flags) }
+        }
     }
 
     // MARK: Data

@@ -148,7 +148,7 @@ public final class ClaimTable: Sendable {
             locked.claims.trie.forEachEntry { entry in
                 holders.append(contentsOf: entry.holds.map(\.holder))
             }
-            holders.sort { ($0.path.description, $0.since) < ($1.path.description, $1.since) }
+            holders.sort { $0.path != $1.path ? $0.path < $1.path : $0.since < $1.since }
             let waiters = locked.claims.waiters.values.sorted { $0.ticket < $1.ticket }.map(\.info)
             return ClaimTableSnapshot(holders: holders, waiters: waiters)
         }

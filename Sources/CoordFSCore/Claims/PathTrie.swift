@@ -63,11 +63,11 @@ enum TrieLayer {
 /// (about a third of an uncontended claim's cost when on) would guard nothing.
 final class PathEntry {
     /// Set when the entry is linked (entries are reused, see `PathTrie.spares`).
-    @exclusivity(unchecked) var name: String
+    @exclusivity(unchecked) var name: FileName
     /// Never dangles: an entry is removed from its parent before the parent can become unused
     /// (the parent counts the entry's items below it), so the parent outlives it while linked.
     @exclusivity(unchecked) unowned(unsafe) var parent: PathEntry?
-    @exclusivity(unchecked) var children: [String: PathEntry] = [:]
+    @exclusivity(unchecked) var children: [FileName: PathEntry] = [:]
     @exclusivity(unchecked) var holds: [Hold] = []
     @exclusivity(unchecked) var waits: [Wait] = []
     /// Holds in the subtree strictly below this entry.
@@ -75,7 +75,7 @@ final class PathEntry {
     /// Waits in the subtree strictly below this entry.
     @exclusivity(unchecked) var waitsBelow = 0
 
-    init(name: String, parent: PathEntry?) {
+    init(name: FileName, parent: PathEntry?) {
         self.name = name
         self.parent = parent
     }
@@ -103,7 +103,7 @@ final class PathEntry {
 
 /// The trie of paths with holds and waits. Not thread-safe: `ClaimTable` keeps it under its lock.
 struct PathTrie {
-    let root = PathEntry(name: "", parent: nil)
+    let root = PathEntry(name: .none, parent: nil)
     /// Entries other than the root (which always exists).
     private(set) var nonRootEntries = 0
     /// Unlinked entries kept for reuse, so that the usual claim — a path nobody else uses,
@@ -149,7 +149,7 @@ struct PathTrie {
               entry.children.capacity <= Self.maximumSpareCapacity,
               entry.holds.capacity <= Self.maximumSpareCapacity,
               entry.waits.capacity <= Self.maximumSpareCapacity else { return }
-        entry.name = ""
+        entry.name = .none
         spares.append(entry)
     }
 

@@ -45,7 +45,7 @@ public final class Node: @unchecked Sendable {
     // Guarded by NodeTable.state.
     fileprivate var lookupCount: UInt64
     fileprivate var parent: Node?
-    fileprivate var name: String
+    fileprivate var name: FileName
     fileprivate var isUnlinked = false
     /// Counts changes of the node's name (moves, lookups, removals), so that a link count read
     /// outside the lock is applied only if no change came in between.
@@ -55,7 +55,7 @@ public final class Node: @unchecked Sendable {
     /// when it is clear, as it almost always is (see `NodeTable.settleLinks`).
     fileprivate let linksUnknown = Atomic<Bool>(false)
 
-    fileprivate init(id: UInt64, identity: FileIdentity, fileType: mode_t, descriptor: consuming OwnedDescriptor, parent: Node?, name: String, lookupCount: UInt64) {
+    fileprivate init(id: UInt64, identity: FileIdentity, fileType: mode_t, descriptor: consuming OwnedDescriptor, parent: Node?, name: FileName, lookupCount: UInt64) {
         self.id = id
         self.fileType = fileType
         self.directory = fileType == S_IFDIR ? descriptor.raw : -1
@@ -124,7 +124,7 @@ public final class NodeTable: Sendable {
         var nextID: UInt64 = NodeTable.rootID + 1
 
         /// Gives `node` a new place (nil parent: none), keeping `byName` in step.
-        mutating func place(_ node: Node, parent: Node?, name: String) {
+        mutating func place(_ node: Node, parent: Node?, name: FileName) {
             unname(node)
             node.parent = parent
             node.name = name
@@ -144,7 +144,7 @@ public final class NodeTable: Sendable {
 
     private struct NameKey: Hashable {
         let parent: UInt64
-        let name: String
+        let name: FileName
     }
 
     public let root: Node
@@ -155,7 +155,7 @@ public final class NodeTable: Sendable {
     public init(root descriptor: consuming OwnedDescriptor) throws(Errno) {
         let status = try Syscall.statOfPathDescriptor(descriptor.raw)
         let root = Node(id: NodeTable.rootID, identity: FileIdentity(status), fileType: status.st_mode & S_IFMT,
-                        descriptor: descriptor, parent: nil, name: "", lookupCount: 1)
+                        descriptor: descriptor, parent: nil, name: .none, lookupCount: 1)
         self.root = root
         var initial = State()
         initial.byID[root.id] = root
@@ -173,7 +173,7 @@ public final class NodeTable: Sendable {
 
     /// Returns the live node for `identity` after counting one more kernel lookup of it by
     /// `parent`/`name`, or nil when no node has that identity yet.
-    public func lookUpExisting(_ identity: FileIdentity, parent: Node, name: String) -> Node? {
+    public func lookUpExisting(_ identity: FileIdentity, parent: Node, name: FileName) -> Node? {
         state.withLock { state in
             guard let node = state.byIdentity[identity] else { return nil }
             Self.countLookup(node, parent: parent, name: name, in: &state)
@@ -183,13 +183,13 @@ public final class NodeTable: Sendable {
 
     /// The node last reached as `parent`/`name`, if it is still known by that name. The kernel
     /// looks a name up before it removes or renames it, so this is what such a request is about.
-    public func node(named name: String, in parent: Node) -> Node? {
+    public func node(named name: FileName, in parent: Node) -> Node? {
         state.withLock { $0.byName[NameKey(parent: parent.id, name: name)] }
     }
 
     /// Records a kernel lookup of the object behind `descriptor`, reached as `parent`/`name`.
     /// When another thread registered the same identity first, that node wins and `descriptor` is closed.
-    public func lookUp(_ status: stat, descriptor: consuming OwnedDescriptor, parent: Node, name: String) -> Node {
+    public func lookUp(_ status: stat, descriptor: consuming OwnedDescriptor, parent: Node, name: FileName) -> Node {
         let identity = FileIdentity(status)
         // Taken inside the lock when a new node needs it; otherwise closed on return, outside the lock.
         var incoming: OwnedDescriptor? = consume descriptor
@@ -208,7 +208,7 @@ public final class NodeTable: Sendable {
         }
     }
 
-    private static func countLookup(_ node: Node, parent: Node, name: String, in state: inout State) {
+    private static func countLookup(_ node: Node, parent: Node, name: FileName, in state: inout State) {
         node.lookupCount += 1
         if node.id != NodeTable.rootID { state.place(node, parent: parent, name: name) }
     }
@@ -223,7 +223,7 @@ public final class NodeTable: Sendable {
             guard node.lookupCount == 0 else { return nil }
             state.byID[id] = nil
             if state.byIdentity[node.identity] === node { state.byIdentity[node.identity] = nil }
-            state.place(node, parent: nil, name: "")
+            state.place(node, parent: nil, name: .none)
             return node
         }
         return dropped != nil // released (and its descriptor closed) outside the lock
@@ -248,7 +248,7 @@ public final class NodeTable: Sendable {
 
     /// Notes that `identity` now lives at `parent`/`name` (after a rename through the mount).
     @discardableResult
-    public func moved(_ identity: FileIdentity, to parent: Node, name: String) -> Node? {
+    public func moved(_ identity: FileIdentity, to parent: Node, name: FileName) -> Node? {
         state.withLock { state in
             guard let node = state.byIdentity[identity], node.id != NodeTable.rootID else { return nil }
             state.place(node, parent: parent, name: name)
@@ -257,7 +257,7 @@ public final class NodeTable: Sendable {
     }
 
     /// Notes that `node` now lives at `parent`/`name` (after a rename through the mount).
-    public func moved(_ node: Node, to parent: Node, name: String) {
+    public func moved(_ node: Node, to parent: Node, name: FileName) {
         guard node.id != NodeTable.rootID else { return }
         state.withLock { state in
             if state.byID[node.id] === node { state.place(node, parent: parent, name: name) }
@@ -269,7 +269,7 @@ public final class NodeTable: Sendable {
     /// unlinked, and lives on while open) is left for `isUnlinked` or the next `path(of:)` to
     /// find out: most removed files are never asked about again, so a removal costs no stat.
     @discardableResult
-    public func removedName(_ name: String, in parent: Node) -> Node? {
+    public func removedName(_ name: FileName, in parent: Node) -> Node? {
         state.withLock { state in
             guard let node = state.byName[NameKey(parent: parent.id, name: name)] else { return nil }
             state.unname(node)
@@ -305,7 +305,7 @@ public final class NodeTable: Sendable {
     }
 
     /// The directory and name the node was last reached by, or nil for the root or once unlinked.
-    public func location(of node: Node) -> (directory: Node, name: String)? {
+    public func location(of node: Node) -> (directory: Node, name: FileName)? {
         settleLinks(of: node)
         return state.withLock { _ in
             guard !node.isUnlinked, let parent = node.parent else { return nil }
@@ -317,7 +317,7 @@ public final class NodeTable: Sendable {
     public func path(of node: Node) -> MountPath? {
         settleLinks(of: node)
         return state.withLock { _ in
-            var components: [String] = []
+            var components: [FileName] = []
             var current: Node? = node
             while let step = current, step.id != NodeTable.rootID {
                 if step.isUnlinked { return nil }
@@ -331,10 +331,10 @@ public final class NodeTable: Sendable {
 
     /// Up to `limit` names whose nodes the kernel could be asked to drop, files and symlinks
     /// first (a directory's entry covers its whole cached subtree), never the root.
-    public func evictionCandidates(limit: Int) -> [(parent: UInt64, name: String)] {
+    public func evictionCandidates(limit: Int) -> [(parent: UInt64, name: FileName)] {
         state.withLock { state in
-            var files: [(parent: UInt64, name: String)] = []
-            var directories: [(parent: UInt64, name: String)] = []
+            var files: [(parent: UInt64, name: FileName)] = []
+            var directories: [(parent: UInt64, name: FileName)] = []
             for node in state.byID.values where node.id != NodeTable.rootID && !node.isUnlinked && !node.linksUnknown.load(ordering: .relaxed) {
                 guard let parent = node.parent else { continue }
                 if node.isDirectory {

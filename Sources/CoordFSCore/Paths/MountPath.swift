@@ -1,36 +1,44 @@
 /// A normalised path relative to the mount's root: no empty, `.` or `..` components.
 ///
 /// The claim table keys on these, and ancestry between them is what makes claims
-/// hierarchical, so they are compared component by component, never as raw strings.
+/// hierarchical, so they are compared component by component, never as raw strings. Each
+/// component is a `FileName`, bytes as the kernel gave them.
 public struct MountPath: Hashable, Sendable, CustomStringConvertible {
-    public private(set) var components: [String]
+    public private(set) var components: [FileName]
 
     public static let root = MountPath(components: [])
 
-    public init(components: [String]) {
+    public init(components: [FileName]) {
         self.components = components
     }
 
-    /// Parses a slash-separated path; rejects `..` so a path can never name anything outside the mount.
-    public init?(_ text: String) {
-        var parts: [String] = []
-        for part in text.split(separator: "/", omittingEmptySubsequences: true) {
-            if part == "." { continue }
-            if part == ".." { return nil }
-            parts.append(String(part))
+    /// Parses slash-separated bytes; rejects `..` so a path can never name anything outside the
+    /// mount, and NUL, which no name holds.
+    public init?(bytes: some Collection<UInt8>) {
+        var parts: [FileName] = []
+        for part in bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true) {
+            if part.elementsEqual(CollectionOfOne(UInt8(ascii: "."))) { continue }
+            if part.elementsEqual([UInt8(ascii: "."), UInt8(ascii: ".")]) { return nil }
+            guard let name = FileName(part) else { return nil }
+            parts.append(name)
         }
         self.components = parts
     }
 
+    /// Parses a slash-separated path written as text (its UTF-8).
+    public init?(_ text: String) {
+        self.init(bytes: text.utf8)
+    }
+
     public var isRoot: Bool { components.isEmpty }
 
-    public var name: String? { components.last }
+    public var name: FileName? { components.last }
 
     public var parent: MountPath? {
         isRoot ? nil : MountPath(components: Array(components.dropLast()))
     }
 
-    public func appending(_ name: String) -> MountPath {
+    public func appending(_ name: FileName) -> MountPath {
         MountPath(components: components + [name])
     }
 
@@ -44,7 +52,27 @@ public struct MountPath: Hashable, Sendable, CustomStringConvertible {
         (0...components.count).map { MountPath(components: Array(components.prefix($0))) }
     }
 
-    public var description: String { "/" + components.joined(separator: "/") }
+    /// The path as the bytes "/a/b" ("/" for the root): exact, for the wire and for comparisons.
+    public var bytes: [UInt8] {
+        guard !isRoot else { return [UInt8(ascii: "/")] }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(components.reduce(0) { $0 + $1.count + 1 })
+        for component in components {
+            bytes.append(UInt8(ascii: "/"))
+            component.withUnsafeBytes { bytes.append(contentsOf: $0) }
+        }
+        return bytes
+    }
+
+    /// "/a/b", for people and logs only (see `FileName.description`); `bytes` is exact.
+    public var description: String { "/" + components.map(\.description).joined(separator: "/") }
+}
+
+extension MountPath: Comparable {
+    /// The order of `bytes`: what lists of paths are sorted by.
+    public static func < (lhs: MountPath, rhs: MountPath) -> Bool {
+        lhs.bytes.lexicographicallyPrecedes(rhs.bytes)
+    }
 }
 
 /// Checks on the two directories a mount joins, on their canonical (symlink-free) paths.
