@@ -39,28 +39,31 @@ let package = Package(
             dependencies: ["CSystemCalls", systemPackage, logging],
             swiftSettings: swiftSettings
         ),
-        // The only module that touches libfuse.
+        // The only module that touches libfuse (and the protocol module for the value of the
+        // attribute that locates the control socket).
         .target(
             name: "CoordFSFuse",
-            dependencies: ["CFuse", "CoordFSCore", systemPackage, logging],
+            dependencies: ["CFuse", "CoordFSCore", "CoordFSProtocol", systemPackage, logging],
             swiftSettings: swiftSettings
         ),
-        // Wire types of the control socket and their line framing: shared by server and client.
+        // Wire types of the control socket and their line framing: shared by server and client
+        // (paths as swift-system's FilePath, exact bytes on Linux).
         .target(
             name: "CoordFSProtocol",
+            dependencies: [systemPackage],
             swiftSettings: swiftSettings
         ),
         // The control socket server (SwiftNIO): sessions, routing to claims, events and presenters.
         .target(
             name: "CoordFSServer",
-            dependencies: ["CoordFSCore", "CoordFSProtocol", nioCore, nioPosix, logging],
+            dependencies: ["CoordFSCore", "CoordFSProtocol", systemPackage, nioCore, nioPosix, logging],
             swiftSettings: swiftSettings
         ),
         // The public Swift client library: knows the protocol, nothing of FUSE or the core
         // (CSystemCalls only for getxattr, which Swift's Glibc module hides).
         .target(
             name: "CoordFSClient",
-            dependencies: ["CoordFSProtocol", "CSystemCalls", nioCore, nioPosix],
+            dependencies: ["CoordFSProtocol", "CSystemCalls", systemPackage, nioCore, nioPosix],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -84,12 +87,12 @@ let package = Package(
         ),
         .testTarget(
             name: "CoordFSProtocolTests",
-            dependencies: ["CoordFSProtocol"],
+            dependencies: ["CoordFSProtocol", systemPackage],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "CoordFSServerTests",
-            dependencies: ["CoordFSServer", "CoordFSClient", "CoordFSProtocol", "CoordFSCore", "CoordFSTestSupport", nioCore, nioPosix, logging],
+            dependencies: ["CoordFSServer", "CoordFSClient", "CoordFSProtocol", "CoordFSCore", "CoordFSTestSupport", systemPackage, nioCore, nioPosix, logging],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -2,6 +2,7 @@ import Glibc
 import NIOCore
 import NIOPosix
 import Synchronization
+import SystemPackage
 
 // Why SwiftNIO here rather than plain sockets: replies and pushes arrive interleaved on one
 // socket at any time, so something must read continuously and route each line to whoever
@@ -20,7 +21,7 @@ import Synchronization
 /// ```
 ///
 /// Paths given to a connection are mount-relative ("/a/b"); `ControlLocation.locate` turns a
-/// local path into one.
+/// local path into one. Paths are `FilePath`s: any bytes, as Linux names are, travel exactly.
 public final class CoordFSConnection: Sendable {
     /// What the server said in reply to `hello`.
     public let server: Request.Hello.Reply
@@ -46,12 +47,12 @@ public final class CoordFSConnection: Sendable {
 
     /// Where the mount that holds `path` takes requests, and the path's name there (from its
     /// `user.coordfs.control` attribute, or its directory's when it does not exist yet).
-    public static func locate(from path: String) throws(CoordFSError) -> ControlLocation {
+    public static func locate(from path: FilePath) throws(CoordFSError) -> ControlLocation {
         try ControlLocation.locate(path)
     }
 
     /// Connects to the mount that holds `path` (found through its `user.coordfs.control` attribute).
-    public static func connect(toMountOf path: String, client: String = defaultClientName) async throws(CoordFSError) -> CoordFSConnection {
+    public static func connect(toMountOf path: FilePath, client: String = defaultClientName) async throws(CoordFSError) -> CoordFSConnection {
         let location = try ControlLocation.locate(path)
         return try await connect(socketPath: location.socket, client: client, location: location)
     }
@@ -147,7 +148,7 @@ public final class CoordFSConnection: Sendable {
     /// Subscribes to change events of `path` (a file; a directory and its entries; with
     /// `recursive` a whole subtree), optionally only `kinds`, optionally replaying from history
     /// everything after `since`. Iterate the result for events; it ends when the connection does.
-    public func subscribe(_ path: String, recursive: Bool = false, kinds: Set<EventKind>? = nil, since: UInt64? = nil,
+    public func subscribe(_ path: FilePath, recursive: Bool = false, kinds: Set<EventKind>? = nil, since: UInt64? = nil,
                           bufferSize: Int = 4096) async throws(CoordFSError) -> EventStream {
         let sink = SubscriptionSink(bufferSize: bufferSize)
         let request = Request.subscribe(.init(path: path, recursive: recursive,
@@ -171,8 +172,8 @@ public final class CoordFSConnection: Sendable {
     /// Explicit claims held by this connection (its process tree passes through them).
     public struct HeldClaim: Sendable, Hashable {
         public let id: UInt64
-        public let reading: [String]
-        public let writing: [String]
+        public let reading: [FilePath]
+        public let writing: [FilePath]
         /// Seconds spent waiting for it.
         public let waited: Double
     }
@@ -181,7 +182,7 @@ public final class CoordFSConnection: Sendable {
     /// nobody else sees or changes them. `timeout` is how long to wait for others to let go
     /// (`.zero`: not at all, failing with a `conflict` error; nil: the mount's claim timeout);
     /// a wait that runs out fails with a `timeout` error. Cancelling the task gives up the wait.
-    public func claim(reading: [String] = [], writing: [String] = [], timeout: Duration? = nil) async throws(CoordFSError) -> HeldClaim {
+    public func claim(reading: [FilePath] = [], writing: [FilePath] = [], timeout: Duration? = nil) async throws(CoordFSError) -> HeldClaim {
         var body = Request.Claim(read: reading.isEmpty ? nil : reading, write: writing.isEmpty ? nil : writing)
         if let timeout {
             if timeout <= .zero {
@@ -210,7 +211,7 @@ public final class CoordFSConnection: Sendable {
     }
 
     /// Runs `body` while holding the claims, and releases them however it ends.
-    public func coordinate<Result>(reading: [String] = [], writing: [String] = [], timeout: Duration? = nil,
+    public func coordinate<Result>(reading: [FilePath] = [], writing: [FilePath] = [], timeout: Duration? = nil,
                                    isolation: isolated (any Actor)? = #isolation,
                                    _ body: () async throws -> Result) async throws -> Result {
         let held = try await claim(reading: reading, writing: writing, timeout: timeout)
@@ -229,7 +230,7 @@ public final class CoordFSConnection: Sendable {
     /// Registers `presenter` for `path`: it is asked the requests in `answering` before others
     /// access the item, and told of changes, moves and deletions. Ends with `registration.stop()`
     /// or when the connection closes.
-    public func present(_ presenter: some Presenter, at path: String,
+    public func present(_ presenter: some Presenter, at path: FilePath,
                         answering: Set<AskKind> = Set(AskKind.allCases)) async throws(CoordFSError) -> PresenterRegistration {
         let sink = PresenterSink()
         let request = Request.present(.init(path: path, answers: AskKind.allCases.filter(answering.contains)))

@@ -1,12 +1,15 @@
 @_exported import CoordFSProtocol
+// Paths are FilePaths throughout the library: their bytes are exact on Linux, where names
+// need not be UTF-8.
+@_exported import struct SystemPackage.FilePath
 
 /// What can go wrong talking to a coordfs mount, each in one sentence.
 public enum CoordFSError: Error, Sendable, CustomStringConvertible {
     /// The path is not inside a coordfs mount (or the mount does not say where its socket is).
-    case notInMount(path: String, reason: String)
+    case notInMount(path: FilePath, reason: String)
     /// Whether the path is inside a coordfs mount could not be told (e.g. a directory on the
     /// way may not be searched by this user).
-    case cannotLocate(path: String, reason: String)
+    case cannotLocate(path: FilePath, reason: String)
     /// The control socket could not be reached.
     case cannotConnect(socket: String, reason: String)
     /// The server refused a request; `detail.code` says why (`conflict`, `timeout`, `not-permitted`…).

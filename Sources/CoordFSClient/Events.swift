@@ -1,4 +1,5 @@
 import Synchronization
+import SystemPackage
 
 /// What a subscription yields.
 public enum SubscriptionMessage: Sendable, Hashable {
@@ -29,7 +30,7 @@ public struct EventStream: AsyncSequence, Sendable {
 
     public let id: UInt64
     /// The subscribed path as the server understood it.
-    public let path: String
+    public let path: FilePath
     /// The last sequence number before the first event this subscription delivers.
     public let sequence: UInt64
     /// How many events from history come first (with `since`).

@@ -1,9 +1,11 @@
+import SystemPackage
+
 /// The item a presenter is asked or told about.
 public struct PresentedItem: Sendable, Hashable {
     /// The item concerned (the presented path itself, or something inside or above it).
-    public let path: String
+    public let path: FilePath
     /// The presenter's own path now (it follows moves).
-    public let presented: String
+    public let presented: FilePath
     /// For requests, the process whose access raised it.
     public let requester: Int32?
 }
@@ -36,7 +38,7 @@ public protocol Presenter: Sendable {
     /// Before the item is deleted: return to let it go, throw to refuse.
     func accommodateDeletion(_ item: PresentedItem) async throws
     func didChange(_ item: PresentedItem) async
-    func didMove(_ item: PresentedItem, to destination: String) async
+    func didMove(_ item: PresentedItem, to destination: FilePath) async
     func didDelete(_ item: PresentedItem) async
 }
 
@@ -46,18 +48,18 @@ extension Presenter {
     public func reacquire(_ item: PresentedItem) async {}
     public func accommodateDeletion(_ item: PresentedItem) async throws {}
     public func didChange(_ item: PresentedItem) async {}
-    public func didMove(_ item: PresentedItem, to destination: String) async {}
+    public func didMove(_ item: PresentedItem, to destination: FilePath) async {}
     public func didDelete(_ item: PresentedItem) async {}
 }
 
 /// A registered presenter; `stop()` unregisters it.
 public final class PresenterRegistration: Sendable {
     public let id: UInt64
-    public let path: String
+    public let path: FilePath
     private let connection: CoordFSConnection
     private let task: Task<Void, Never>
 
-    init(id: UInt64, path: String, connection: CoordFSConnection, task: Task<Void, Never>) {
+    init(id: UInt64, path: FilePath, connection: CoordFSConnection, task: Task<Void, Never>) {
         self.id = id
         self.path = path
         self.connection = connection

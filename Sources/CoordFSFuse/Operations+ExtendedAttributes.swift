@@ -1,6 +1,7 @@
 import CFuse
 import Glibc
 import CoordFSCore
+import CoordFSProtocol
 import SystemPackage
 
 // The four xattr calls. O_PATH descriptors cannot carry xattr calls, so they go to the
@@ -12,14 +13,11 @@ import SystemPackage
 // control socket and the item's path inside the mount, which is how clients find the socket
 // from nothing but a path (Docs/PROTOCOL.md, "Finding the socket").
 
-/// The name of the attribute that locates the control socket. Attribute names are bytes:
-/// they are compared with it byte for byte (`isControlAttribute`), never decoded.
-let controlAttributeName: StaticString = "user.coordfs.control"
-
-/// Whether a NUL-terminated attribute name is exactly `controlAttributeName`.
+/// Whether a NUL-terminated attribute name is exactly `ControlLocation.attributeName`.
+/// Attribute names are bytes: compared byte for byte, never decoded.
 @inline(__always)
 func isControlAttribute(_ name: UnsafePointer<CChar>) -> Bool {
-    strcmp(name, UnsafeRawPointer(controlAttributeName.utf8Start).assumingMemoryBound(to: CChar.self)) == 0
+    ControlLocation.attributeName.withCString { strcmp(name, $0) == 0 }
 }
 
 extension FileSystem {
@@ -146,34 +144,12 @@ extension FileSystem {
 
 extension FileSystem {
     /// The value of `user.coordfs.control` for `node` when that is the attribute asked for
-    /// and the mount serves a socket: `{"version":1,"socket":"…","path":"/…"}`, as UTF-8.
-    /// An item that has no name any more (unlinked) is ENOENT, as a path to it would be.
+    /// and the mount serves a socket: a `ControlLocation` as JSON (the path's bytes exact, as
+    /// on the wire). An item that has no name any more (unlinked) is ENOENT, as a path to it would be.
     fileprivate func controlLocation(of node: Node, asked name: UnsafePointer<CChar>) throws(Errno) -> [UInt8]? {
         guard let socket = options.controlSocket, isControlAttribute(name) else { return nil }
         guard let path = nodes.path(of: node) else { throw .noSuchFileOrDirectory }
-        var json = Array(#"{"version":1,"socket":"#.utf8)
-        Self.appendJSONString(socket, to: &json)
-        json += Array(#","path":"#.utf8)
-        Self.appendJSONString(path.description, to: &json)
-        json.append(UInt8(ascii: "}"))
+        guard let json = try? JSONLineEncoder().encode(ControlLocation(socket: socket, path: path.filePath)) else { throw .ioError }
         return json
-    }
-
-    /// Appends `text` as a JSON string literal: quotes, backslashes and control characters
-    /// escaped, everything else (including non-ASCII UTF-8) as it is.
-    private static func appendJSONString(_ text: String, to json: inout [UInt8]) {
-        let hex = Array("0123456789abcdef".utf8)
-        json.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
-                json += [UInt8(ascii: "\\"), byte]
-            case 0..<0x20:
-                json += Array("\\u00".utf8) + [hex[Int(byte >> 4)], hex[Int(byte & 0xf)]]
-            default:
-                json.append(byte)
-            }
-        }
-        json.append(UInt8(ascii: "\""))
     }
 }

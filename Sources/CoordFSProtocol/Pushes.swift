@@ -1,3 +1,5 @@
+import SystemPackage
+
 /// A message the server sends on its own, not in reply to a request: `{"push": "…", …}`.
 /// Pushes never carry an `id`; replies always do.
 public enum Push: Sendable, Hashable {
@@ -53,14 +55,14 @@ public struct AskPush: Sendable, Hashable, Codable {
     public var request: UInt64
     public var kind: AskKind
     /// The item being accessed.
-    public var path: String
+    public var path: FilePath
     /// The presenter's own path (they differ when a directory presenter is asked about an item inside).
-    public var presented: String
+    public var presented: FilePath
     /// The process whose access raised the question.
     public var requester: Int32
     public var timeout: Double
 
-    public init(presenter: UInt64, request: UInt64, kind: AskKind, path: String, presented: String, requester: Int32, timeout: Double) {
+    public init(presenter: UInt64, request: UInt64, kind: AskKind, path: FilePath, presented: FilePath, requester: Int32, timeout: Double) {
         self.presenter = presenter
         self.request = request
         self.kind = kind
@@ -69,24 +71,72 @@ public struct AskPush: Sendable, Hashable, Codable {
         self.requester = requester
         self.timeout = timeout
     }
+
+    private enum CodingKeys: String, CodingKey {
+        case presenter, request, kind, path, pathBytes, presented, presentedBytes, requester, timeout
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        presenter = try container.decode(UInt64.self, forKey: .presenter)
+        request = try container.decode(UInt64.self, forKey: .request)
+        kind = try container.decode(AskKind.self, forKey: .kind)
+        path = try container.decodePath(forKey: .path)
+        presented = try container.decodePath(forKey: .presented)
+        requester = try container.decode(Int32.self, forKey: .requester)
+        timeout = try container.decode(Double.self, forKey: .timeout)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(presenter, forKey: .presenter)
+        try container.encode(request, forKey: .request)
+        try container.encode(kind, forKey: .kind)
+        try container.encodePath(path, forKey: .path)
+        try container.encodePath(presented, forKey: .presented)
+        try container.encode(requester, forKey: .requester)
+        try container.encode(timeout, forKey: .timeout)
+    }
 }
 
 /// News for a presenter; nothing to answer.
 public struct NotifyPush: Sendable, Hashable, Codable {
     public var presenter: UInt64
     public var kind: NoticeKind
-    public var path: String
+    public var path: FilePath
     /// For `did-move`, the new path.
-    public var destination: String?
+    public var destination: FilePath?
     /// The presenter's own path now (after a move, the new one).
-    public var presented: String
+    public var presented: FilePath
 
-    public init(presenter: UInt64, kind: NoticeKind, path: String, destination: String? = nil, presented: String) {
+    public init(presenter: UInt64, kind: NoticeKind, path: FilePath, destination: FilePath? = nil, presented: FilePath) {
         self.presenter = presenter
         self.kind = kind
         self.path = path
         self.destination = destination
         self.presented = presented
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case presenter, kind, path, pathBytes, destination, destinationBytes, presented, presentedBytes
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        presenter = try container.decode(UInt64.self, forKey: .presenter)
+        kind = try container.decode(NoticeKind.self, forKey: .kind)
+        path = try container.decodePath(forKey: .path)
+        destination = try container.decodePathIfPresent(forKey: .destination)
+        presented = try container.decodePath(forKey: .presented)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(presenter, forKey: .presenter)
+        try container.encode(kind, forKey: .kind)
+        try container.encodePath(path, forKey: .path)
+        try container.encodePathIfPresent(destination, forKey: .destination)
+        try container.encodePath(presented, forKey: .presented)
     }
 }
 

@@ -1,3 +1,5 @@
+import SystemPackage
+
 /// A request from a client: one JSON object per line, `{"id": …, "op": "…", …fields}`.
 /// The fields of each operation sit beside `id` and `op`, so a message is written by hand
 /// as easily as by a library.
@@ -70,23 +72,43 @@ public enum Request: Sendable, Hashable {
     /// Asks for `event` pushes about a path: a file, a directory and its entries, or with
     /// `recursive` a whole subtree.
     public struct Subscribe: Sendable, Hashable, Codable {
-        public var path: String
+        public var path: FilePath
         public var recursive: Bool?
         /// Only these kinds (all when absent).
         public var kinds: [EventKind]?
         /// Replay the events after this sequence number first.
         public var since: UInt64?
 
-        public init(path: String, recursive: Bool? = nil, kinds: [EventKind]? = nil, since: UInt64? = nil) {
+        public init(path: FilePath, recursive: Bool? = nil, kinds: [EventKind]? = nil, since: UInt64? = nil) {
             self.path = path
             self.recursive = recursive
             self.kinds = kinds
             self.since = since
         }
 
+        private enum CodingKeys: String, CodingKey {
+            case path, pathBytes, recursive, kinds, since
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            path = try container.decodePath(forKey: .path)
+            recursive = try container.decodeIfPresent(Bool.self, forKey: .recursive)
+            kinds = try container.decodeIfPresent([EventKind].self, forKey: .kinds)
+            since = try container.decodeIfPresent(UInt64.self, forKey: .since)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encodePath(path, forKey: .path)
+            try container.encodeIfPresent(recursive, forKey: .recursive)
+            try container.encodeIfPresent(kinds, forKey: .kinds)
+            try container.encodeIfPresent(since, forKey: .since)
+        }
+
         public struct Reply: Sendable, Hashable, Codable {
             public var subscription: UInt64
-            public var path: String
+            public var path: FilePath
             /// The last sequence number published when the subscription began (or, after a
             /// replay, the last one replayed).
             public var sequence: UInt64
@@ -96,12 +118,34 @@ public enum Request: Sendable, Hashable {
             /// rescan what you watch; live events follow.
             public var resync: Bool
 
-            public init(subscription: UInt64, path: String, sequence: UInt64, replayed: Int, resync: Bool) {
+            public init(subscription: UInt64, path: FilePath, sequence: UInt64, replayed: Int, resync: Bool) {
                 self.subscription = subscription
                 self.path = path
                 self.sequence = sequence
                 self.replayed = replayed
                 self.resync = resync
+            }
+
+            private enum CodingKeys: String, CodingKey {
+                case subscription, path, pathBytes, sequence, replayed, resync
+            }
+
+            public init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                subscription = try container.decode(UInt64.self, forKey: .subscription)
+                path = try container.decodePath(forKey: .path)
+                sequence = try container.decode(UInt64.self, forKey: .sequence)
+                replayed = try container.decode(Int.self, forKey: .replayed)
+                resync = try container.decode(Bool.self, forKey: .resync)
+            }
+
+            public func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encode(subscription, forKey: .subscription)
+                try container.encodePath(path, forKey: .path)
+                try container.encode(sequence, forKey: .sequence)
+                try container.encode(replayed, forKey: .replayed)
+                try container.encode(resync, forKey: .resync)
             }
         }
     }
@@ -117,21 +161,53 @@ public enum Request: Sendable, Hashable {
     /// Registers as a presenter of a path; `ask` pushes come for the kinds in `answers`,
     /// `notify` pushes for every change, move and deletion.
     public struct Present: Sendable, Hashable, Codable {
-        public var path: String
+        public var path: FilePath
         public var answers: [AskKind]?
 
-        public init(path: String, answers: [AskKind]? = nil) {
+        public init(path: FilePath, answers: [AskKind]? = nil) {
             self.path = path
             self.answers = answers
         }
 
+        private enum CodingKeys: String, CodingKey {
+            case path, pathBytes, answers
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            path = try container.decodePath(forKey: .path)
+            answers = try container.decodeIfPresent([AskKind].self, forKey: .answers)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encodePath(path, forKey: .path)
+            try container.encodeIfPresent(answers, forKey: .answers)
+        }
+
         public struct Reply: Sendable, Hashable, Codable {
             public var presenter: UInt64
-            public var path: String
+            public var path: FilePath
 
-            public init(presenter: UInt64, path: String) {
+            public init(presenter: UInt64, path: FilePath) {
                 self.presenter = presenter
                 self.path = path
+            }
+
+            private enum CodingKeys: String, CodingKey {
+                case presenter, path, pathBytes
+            }
+
+            public init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                presenter = try container.decode(UInt64.self, forKey: .presenter)
+                path = try container.decodePath(forKey: .path)
+            }
+
+            public func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encode(presenter, forKey: .presenter)
+                try container.encodePath(path, forKey: .path)
             }
         }
     }
@@ -179,33 +255,73 @@ public enum Request: Sendable, Hashable {
     /// until `release` or until the connection closes; processes in the client's own process
     /// tree pass through them.
     public struct Claim: Sendable, Hashable, Codable {
-        public var read: [String]?
-        public var write: [String]?
+        public var read: [FilePath]?
+        public var write: [FilePath]?
         /// Seconds to wait for conflicting claims to go (the server caps it; default: the
         /// server's claim timeout).
         public var wait: Double?
         /// Fail at once instead of waiting.
         public var nonblock: Bool?
 
-        public init(read: [String]? = nil, write: [String]? = nil, wait: Double? = nil, nonblock: Bool? = nil) {
+        public init(read: [FilePath]? = nil, write: [FilePath]? = nil, wait: Double? = nil, nonblock: Bool? = nil) {
             self.read = read
             self.write = write
             self.wait = wait
             self.nonblock = nonblock
         }
 
+        private enum CodingKeys: String, CodingKey {
+            case read, readBytes, write, writeBytes, wait, nonblock
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            read = try container.decodePathsIfPresent(forKey: .read)
+            write = try container.decodePathsIfPresent(forKey: .write)
+            wait = try container.decodeIfPresent(Double.self, forKey: .wait)
+            nonblock = try container.decodeIfPresent(Bool.self, forKey: .nonblock)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encodePathsIfPresent(read, forKey: .read)
+            try container.encodePathsIfPresent(write, forKey: .write)
+            try container.encodeIfPresent(wait, forKey: .wait)
+            try container.encodeIfPresent(nonblock, forKey: .nonblock)
+        }
+
         public struct Reply: Sendable, Hashable, Codable {
             public var claim: UInt64
-            public var read: [String]
-            public var write: [String]
+            public var read: [FilePath]
+            public var write: [FilePath]
             /// Seconds it waited.
             public var waited: Double
 
-            public init(claim: UInt64, read: [String], write: [String], waited: Double) {
+            public init(claim: UInt64, read: [FilePath], write: [FilePath], waited: Double) {
                 self.claim = claim
                 self.read = read
                 self.write = write
                 self.waited = waited
+            }
+
+            private enum CodingKeys: String, CodingKey {
+                case claim, read, readBytes, write, writeBytes, waited
+            }
+
+            public init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                claim = try container.decode(UInt64.self, forKey: .claim)
+                read = try container.decodePaths(forKey: .read)
+                write = try container.decodePaths(forKey: .write)
+                waited = try container.decode(Double.self, forKey: .waited)
+            }
+
+            public func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encode(claim, forKey: .claim)
+                try container.encodePaths(read, forKey: .read)
+                try container.encodePaths(write, forKey: .write)
+                try container.encode(waited, forKey: .waited)
             }
         }
     }
@@ -317,6 +433,8 @@ extension RequestEnvelope: Codable {
             }
         } catch let rejection as RequestRejection {
             throw rejection
+        } catch let invalid as InvalidWirePath {
+            throw RequestRejection(id: id, code: .invalidPath, message: "\(op): \"\(invalid.field)\" holds a NUL byte, which no path can")
         } catch let error as DecodingError {
             throw RequestRejection(id: id, code: .badRequest, message: "\(op): \(WireFormat.explain(error))")
         } catch {

@@ -1,3 +1,5 @@
+import SystemPackage
+
 /// The reply to `status`: everything that is going on in the mount's coordination, as the
 /// asking client may see it (entries about paths it could not read are left out).
 public struct StatusReport: Sendable, Hashable, Codable {
@@ -60,7 +62,7 @@ public struct StatusReport: Sendable, Hashable, Codable {
     public struct Subscriber: Sendable, Hashable, Codable {
         public var session: UInt64
         public var subscription: UInt64
-        public var path: String
+        public var path: FilePath
         public var recursive: Bool
         public var kinds: [EventKind]
         public var queued: Int
@@ -69,7 +71,7 @@ public struct StatusReport: Sendable, Hashable, Codable {
         public var dropped: UInt64
         public var overflows: UInt64
 
-        public init(session: UInt64, subscription: UInt64, path: String, recursive: Bool, kinds: [EventKind], queued: Int,
+        public init(session: UInt64, subscription: UInt64, path: FilePath, recursive: Bool, kinds: [EventKind], queued: Int,
                     capacity: Int, delivered: UInt64, dropped: UInt64, overflows: UInt64) {
             self.session = session
             self.subscription = subscription
@@ -82,13 +84,45 @@ public struct StatusReport: Sendable, Hashable, Codable {
             self.dropped = dropped
             self.overflows = overflows
         }
+
+        private enum CodingKeys: String, CodingKey {
+            case session, subscription, path, pathBytes, recursive, kinds, queued, capacity, delivered, dropped, overflows
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            session = try container.decode(UInt64.self, forKey: .session)
+            subscription = try container.decode(UInt64.self, forKey: .subscription)
+            path = try container.decodePath(forKey: .path)
+            recursive = try container.decode(Bool.self, forKey: .recursive)
+            kinds = try container.decode([EventKind].self, forKey: .kinds)
+            queued = try container.decode(Int.self, forKey: .queued)
+            capacity = try container.decode(Int.self, forKey: .capacity)
+            delivered = try container.decode(UInt64.self, forKey: .delivered)
+            dropped = try container.decode(UInt64.self, forKey: .dropped)
+            overflows = try container.decode(UInt64.self, forKey: .overflows)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(session, forKey: .session)
+            try container.encode(subscription, forKey: .subscription)
+            try container.encodePath(path, forKey: .path)
+            try container.encode(recursive, forKey: .recursive)
+            try container.encode(kinds, forKey: .kinds)
+            try container.encode(queued, forKey: .queued)
+            try container.encode(capacity, forKey: .capacity)
+            try container.encode(delivered, forKey: .delivered)
+            try container.encode(dropped, forKey: .dropped)
+            try container.encode(overflows, forKey: .overflows)
+        }
     }
 
     public struct Presenter: Sendable, Hashable, Codable {
         public var presenter: UInt64
         /// The session it belongs to, when it is a control-socket client.
         public var session: UInt64?
-        public var path: String
+        public var path: FilePath
         public var answers: [AskKind]
         public var pid: Int32
         public var pending: Int
@@ -97,7 +131,7 @@ public struct StatusReport: Sendable, Hashable, Codable {
         public var timedOut: UInt64
         public var refused: UInt64
 
-        public init(presenter: UInt64, session: UInt64?, path: String, answers: [AskKind], pid: Int32, pending: Int,
+        public init(presenter: UInt64, session: UInt64?, path: FilePath, answers: [AskKind], pid: Int32, pending: Int,
                     asked: UInt64, answered: UInt64, timedOut: UInt64, refused: UInt64) {
             self.presenter = presenter
             self.session = session
@@ -110,17 +144,49 @@ public struct StatusReport: Sendable, Hashable, Codable {
             self.timedOut = timedOut
             self.refused = refused
         }
+
+        private enum CodingKeys: String, CodingKey {
+            case presenter, session, path, pathBytes, answers, pid, pending, asked, answered, timedOut, refused
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            presenter = try container.decode(UInt64.self, forKey: .presenter)
+            session = try container.decodeIfPresent(UInt64.self, forKey: .session)
+            path = try container.decodePath(forKey: .path)
+            answers = try container.decode([AskKind].self, forKey: .answers)
+            pid = try container.decode(Int32.self, forKey: .pid)
+            pending = try container.decode(Int.self, forKey: .pending)
+            asked = try container.decode(UInt64.self, forKey: .asked)
+            answered = try container.decode(UInt64.self, forKey: .answered)
+            timedOut = try container.decode(UInt64.self, forKey: .timedOut)
+            refused = try container.decode(UInt64.self, forKey: .refused)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(presenter, forKey: .presenter)
+            try container.encodeIfPresent(session, forKey: .session)
+            try container.encodePath(path, forKey: .path)
+            try container.encode(answers, forKey: .answers)
+            try container.encode(pid, forKey: .pid)
+            try container.encode(pending, forKey: .pending)
+            try container.encode(asked, forKey: .asked)
+            try container.encode(answered, forKey: .answered)
+            try container.encode(timedOut, forKey: .timedOut)
+            try container.encode(refused, forKey: .refused)
+        }
     }
 
     public struct PresenterRequest: Sendable, Hashable, Codable {
         public var request: UInt64
         public var kind: AskKind
-        public var path: String
+        public var path: FilePath
         public var requester: Int32
         public var awaiting: [UInt64]
         public var waiting: Double
 
-        public init(request: UInt64, kind: AskKind, path: String, requester: Int32, awaiting: [UInt64], waiting: Double) {
+        public init(request: UInt64, kind: AskKind, path: FilePath, requester: Int32, awaiting: [UInt64], waiting: Double) {
             self.request = request
             self.kind = kind
             self.path = path
@@ -128,21 +194,65 @@ public struct StatusReport: Sendable, Hashable, Codable {
             self.awaiting = awaiting
             self.waiting = waiting
         }
+
+        private enum CodingKeys: String, CodingKey {
+            case request, kind, path, pathBytes, requester, awaiting, waiting
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            request = try container.decode(UInt64.self, forKey: .request)
+            kind = try container.decode(AskKind.self, forKey: .kind)
+            path = try container.decodePath(forKey: .path)
+            requester = try container.decode(Int32.self, forKey: .requester)
+            awaiting = try container.decode([UInt64].self, forKey: .awaiting)
+            waiting = try container.decode(Double.self, forKey: .waiting)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(request, forKey: .request)
+            try container.encode(kind, forKey: .kind)
+            try container.encodePath(path, forKey: .path)
+            try container.encode(requester, forKey: .requester)
+            try container.encode(awaiting, forKey: .awaiting)
+            try container.encode(waiting, forKey: .waiting)
+        }
     }
 
     /// Someone waiting for claims.
     public struct ClaimWaiter: Sendable, Hashable, Codable {
-        public var paths: [String]
+        public var paths: [FilePath]
         public var mode: ClaimModeName
         public var owner: ClaimOwnerRecord
         /// Seconds it has waited.
         public var waiting: Double
 
-        public init(paths: [String], mode: ClaimModeName, owner: ClaimOwnerRecord, waiting: Double) {
+        public init(paths: [FilePath], mode: ClaimModeName, owner: ClaimOwnerRecord, waiting: Double) {
             self.paths = paths
             self.mode = mode
             self.owner = owner
             self.waiting = waiting
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case paths, pathsBytes, mode, owner, waiting
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            paths = try container.decodePaths(forKey: .paths)
+            mode = try container.decode(ClaimModeName.self, forKey: .mode)
+            owner = try container.decode(ClaimOwnerRecord.self, forKey: .owner)
+            waiting = try container.decode(Double.self, forKey: .waiting)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encodePaths(paths, forKey: .paths)
+            try container.encode(mode, forKey: .mode)
+            try container.encode(owner, forKey: .owner)
+            try container.encode(waiting, forKey: .waiting)
         }
     }
 

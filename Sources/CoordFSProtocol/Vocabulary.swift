@@ -1,3 +1,5 @@
+import SystemPackage
+
 /// The kinds of change events, as they appear on the wire.
 public enum EventKind: String, Sendable, Hashable, Codable, CaseIterable, CustomStringConvertible {
     case created, changed, deleted, moved, attributes
@@ -34,8 +36,8 @@ public enum ClaimModeName: String, Sendable, Hashable, Codable, CaseIterable, Cu
     public var description: String { rawValue }
 }
 
-/// One change event on the wire. Paths are mount-relative ("/a/b"); `time` is seconds since
-/// the Unix epoch with a fraction.
+/// One change event on the wire. Paths are mount-relative ("/a/b"), their bytes exact;
+/// `time` is seconds since the Unix epoch with a fraction.
 public struct WatchEvent: Sendable, Hashable, Codable {
     public struct Origin: Sendable, Hashable, Codable {
         public var pid: Int32
@@ -52,15 +54,15 @@ public struct WatchEvent: Sendable, Hashable, Codable {
 
     public var sequence: UInt64
     public var kind: EventKind
-    public var path: String
+    public var path: FilePath
     /// For `moved`, where the item went.
-    public var destination: String?
+    public var destination: FilePath?
     public var directory: Bool
     public var origin: Origin
     public var size: Int64?
     public var time: Double
 
-    public init(sequence: UInt64, kind: EventKind, path: String, destination: String? = nil, directory: Bool,
+    public init(sequence: UInt64, kind: EventKind, path: FilePath, destination: FilePath? = nil, directory: Bool,
                 origin: Origin, size: Int64? = nil, time: Double) {
         self.sequence = sequence
         self.kind = kind
@@ -70,6 +72,34 @@ public struct WatchEvent: Sendable, Hashable, Codable {
         self.origin = origin
         self.size = size
         self.time = time
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case sequence, kind, path, pathBytes, destination, destinationBytes, directory, origin, size, time
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        sequence = try container.decode(UInt64.self, forKey: .sequence)
+        kind = try container.decode(EventKind.self, forKey: .kind)
+        path = try container.decodePath(forKey: .path)
+        destination = try container.decodePathIfPresent(forKey: .destination)
+        directory = try container.decode(Bool.self, forKey: .directory)
+        origin = try container.decode(Origin.self, forKey: .origin)
+        size = try container.decodeIfPresent(Int64.self, forKey: .size)
+        time = try container.decode(Double.self, forKey: .time)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(sequence, forKey: .sequence)
+        try container.encode(kind, forKey: .kind)
+        try container.encodePath(path, forKey: .path)
+        try container.encodePathIfPresent(destination, forKey: .destination)
+        try container.encode(directory, forKey: .directory)
+        try container.encode(origin, forKey: .origin)
+        try container.encodeIfPresent(size, forKey: .size)
+        try container.encode(time, forKey: .time)
     }
 }
 
@@ -103,17 +133,37 @@ public struct ClaimOwnerRecord: Sendable, Hashable, Codable, CustomStringConvert
 
 /// A claim someone holds (in status, and in conflict and timeout errors as a blocker).
 public struct ClaimHolderRecord: Sendable, Hashable, Codable {
-    public var path: String
+    public var path: FilePath
     public var mode: ClaimModeName
     public var owner: ClaimOwnerRecord
     /// Seconds it has been held.
     public var held: Double
 
-    public init(path: String, mode: ClaimModeName, owner: ClaimOwnerRecord, held: Double) {
+    public init(path: FilePath, mode: ClaimModeName, owner: ClaimOwnerRecord, held: Double) {
         self.path = path
         self.mode = mode
         self.owner = owner
         self.held = held
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case path, pathBytes, mode, owner, held
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        path = try container.decodePath(forKey: .path)
+        mode = try container.decode(ClaimModeName.self, forKey: .mode)
+        owner = try container.decode(ClaimOwnerRecord.self, forKey: .owner)
+        held = try container.decode(Double.self, forKey: .held)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodePath(path, forKey: .path)
+        try container.encode(mode, forKey: .mode)
+        try container.encode(owner, forKey: .owner)
+        try container.encode(held, forKey: .held)
     }
 }
 

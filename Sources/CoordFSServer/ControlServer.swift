@@ -270,7 +270,7 @@ final class ServerContext<Claims: ClaimService>: @unchecked Sendable {
             for (wireID, subscription) in session.subscriptions.sorted(by: { $0.key < $1.key }) {
                 let stats = subscription.events.statistics()
                 guard visible(stats.path) else { continue }
-                subscribers.append(.init(session: session.id, subscription: wireID, path: stats.path.description,
+                subscribers.append(.init(session: session.id, subscription: wireID, path: stats.path.filePath,
                                          recursive: stats.recursive, kinds: stats.kinds.kinds.map(EventKind.init),
                                          queued: stats.queued, capacity: stats.capacity, delivered: stats.delivered,
                                          dropped: stats.dropped, overflows: stats.overflows))
@@ -278,18 +278,18 @@ final class ServerContext<Claims: ClaimService>: @unchecked Sendable {
         }
         let presenterList = presenters.presenters().filter { visible($0.info.path) }.map { status in
             StatusReport.Presenter(presenter: status.info.id, session: presenterSessions[status.info.id],
-                                   path: status.info.path.description, answers: status.info.answers.kinds.map(AskKind.init),
+                                   path: status.info.path.filePath, answers: status.info.answers.kinds.map(AskKind.init),
                                    pid: status.info.ownerPid, pending: status.pending, asked: status.asked,
                                    answered: status.answered, timedOut: status.timedOut, refused: status.refused)
         }
         let requests = presenters.pendingRequests().filter { visible($0.path) }.map {
-            StatusReport.PresenterRequest(request: $0.id, kind: AskKind($0.kind), path: $0.path.description,
+            StatusReport.PresenterRequest(request: $0.id, kind: AskKind($0.kind), path: $0.path.filePath,
                                           requester: $0.requester, awaiting: $0.awaiting, waiting: $0.waiting.seconds)
         }
         let table = claims.claimStatus()
         let held = table.held.filter { visible($0.path) }.map { ClaimHolderRecord($0, now: now) }
         let waiting = table.waiting.filter { $0.paths.allSatisfy(visible) }.map {
-            StatusReport.ClaimWaiter(paths: $0.paths.map(\.description), mode: ClaimModeName($0.mode),
+            StatusReport.ClaimWaiter(paths: $0.paths.map(\.filePath), mode: ClaimModeName($0.mode),
                                      owner: ClaimOwnerRecord($0.owner), waiting: (now - $0.since).seconds)
         }
         return StatusReport(

@@ -1,7 +1,9 @@
 import CoordFSCore
 import CoordFSProtocol
+import SystemPackage
 
-// Between the core's types and the wire's. Paths go out as "/a/b" (MountPath's description).
+// Between the core's types and the wire's. Paths go out as FilePaths of their exact bytes
+// ("/a/b", `MountPath.filePath`), which the wire carries losslessly.
 
 extension EventKind {
     init(_ kind: ChangeKind) {
@@ -29,8 +31,8 @@ extension ChangeKind {
 
 extension WatchEvent {
     init(_ event: ChangeEvent) {
-        self.init(sequence: event.sequence, kind: EventKind(event.kind), path: event.path.description,
-                  destination: event.destination?.description, directory: event.isDirectory,
+        self.init(sequence: event.sequence, kind: EventKind(event.kind), path: event.path.filePath,
+                  destination: event.destination?.filePath, directory: event.isDirectory,
                   origin: .init(pid: event.origin.pid, uid: event.origin.uid, process: event.origin.processName),
                   size: event.size, time: event.time.secondsSince1970)
     }
@@ -89,7 +91,7 @@ extension ClaimOwnerRecord {
 
 extension ClaimHolderRecord {
     init(_ holding: ClaimHolding, now: ContinuousClock.Instant) {
-        self.init(path: holding.path.description, mode: ClaimModeName(holding.mode), owner: ClaimOwnerRecord(holding.owner),
+        self.init(path: holding.path.filePath, mode: ClaimModeName(holding.mode), owner: ClaimOwnerRecord(holding.owner),
                   held: (now - holding.since).seconds)
     }
 }
@@ -109,15 +111,16 @@ extension Duration {
 }
 
 /// Reads a wire path: mount-relative, beginning with "/", without "..", NUL or overlong names.
-func parseWirePath(_ text: String) -> Result<MountPath, ErrorDetail> {
-    guard text.hasPrefix("/") else {
-        return .failure(ErrorDetail(code: .invalidPath, message: "\"\(text.prefix(200))\": paths are mount-relative and begin with /"))
+func parseWirePath(_ wire: FilePath) -> Result<MountPath, ErrorDetail> {
+    let bytes = WirePath.bytes(of: wire)
+    guard bytes.first == UInt8(ascii: "/") else {
+        return .failure(ErrorDetail(code: .invalidPath, message: "\"\(String(wire.description.prefix(200)))\": paths are mount-relative and begin with /"))
     }
-    guard text.utf8.count <= 4096, !text.utf8.contains(0) else {
-        return .failure(ErrorDetail(code: .invalidPath, message: "a path may not hold NUL bytes or be longer than 4096 bytes"))
+    guard bytes.count <= 4096 else {
+        return .failure(ErrorDetail(code: .invalidPath, message: "a path may not be longer than 4096 bytes"))
     }
-    guard let path = MountPath(text) else {
-        return .failure(ErrorDetail(code: .invalidPath, message: "\"\(text.prefix(200))\": \"..\" may not appear in a path"))
+    guard let path = MountPath(bytes: bytes) else {
+        return .failure(ErrorDetail(code: .invalidPath, message: "\"\(String(wire.description.prefix(200)))\": \"..\" may not appear in a path"))
     }
     if let long = path.components.first(where: { $0.count > 255 }) {
         return .failure(ErrorDetail(code: .invalidPath, message: "the name \"\(long.description.prefix(40))…\" is longer than 255 bytes"))

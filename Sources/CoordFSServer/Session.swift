@@ -1,5 +1,6 @@
 import CoordFSCore
 import CoordFSProtocol
+import SystemPackage
 import Logging
 import NIOCore
 
@@ -50,14 +51,14 @@ final class Session<Claims: ClaimService> {
 
     private struct Held {
         let grant: Claims.ExplicitGrant
-        let read: [String]
-        let write: [String]
+        let read: [FilePath]
+        let write: [FilePath]
     }
 
     private struct Waiting {
         let wait: Claims.ExplicitWait
-        let read: [String]
-        let write: [String]
+        let read: [FilePath]
+        let write: [FilePath]
         let started: ContinuousClock.Instant
     }
 
@@ -173,9 +174,9 @@ final class Session<Claims: ClaimService> {
 
     /// A path the client names: well formed, and one its user could read (or could see is
     /// missing from a directory it can read).
-    private func admit(_ text: String) -> Result<MountPath, ErrorDetail> {
+    private func admit(_ wire: FilePath) -> Result<MountPath, ErrorDetail> {
         let path: MountPath
-        switch parseWirePath(text) {
+        switch parseWirePath(wire) {
         case .failure(let detail): return .failure(detail)
         case .success(let parsed): path = parsed
         }
@@ -213,11 +214,11 @@ final class Session<Claims: ClaimService> {
         let answer: Request.Subscribe.Reply
         switch events.start {
         case .live(let after):
-            answer = .init(subscription: wireID, path: path.description, sequence: after, replayed: 0, resync: false)
+            answer = .init(subscription: wireID, path: path.filePath, sequence: after, replayed: 0, resync: false)
         case .replayed(let count, let through):
-            answer = .init(subscription: wireID, path: path.description, sequence: through, replayed: count, resync: false)
+            answer = .init(subscription: wireID, path: path.filePath, sequence: through, replayed: count, resync: false)
         case .resync(_, let current):
-            answer = .init(subscription: wireID, path: path.description, sequence: current, replayed: 0, resync: true)
+            answer = .init(subscription: wireID, path: path.filePath, sequence: current, replayed: 0, resync: true)
         }
         reply(id, answer)
         pump(wireID)
@@ -321,7 +322,7 @@ final class Session<Claims: ClaimService> {
         }
         presenters[registration.id] = registration
         context.presenterSessions[registration.id] = sessionID
-        reply(id, Request.Present.Reply(presenter: registration.id, path: path.description))
+        reply(id, Request.Present.Reply(presenter: registration.id, path: path.filePath))
     }
 
     func presenterMessage(_ message: PresenterMessage) {
@@ -335,13 +336,13 @@ final class Session<Claims: ClaimService> {
             }
             let remaining = max(0, (request.deadline - ContinuousClock.now).seconds)
             push(.ask(AskPush(presenter: request.presenter, request: request.id, kind: AskKind(request.kind),
-                              path: request.path.description, presented: request.presentedPath.description,
+                              path: request.path.filePath, presented: request.presentedPath.filePath,
                               requester: request.requester, timeout: remaining)))
         case .notification(let notification):
             guard gate.mayLearnAbout(notification.path) || notification.destination.map(gate.mayLearnAbout) == true else { return }
             push(.notify(NotifyPush(presenter: notification.presenter, kind: NoticeKind(notification.kind),
-                                    path: notification.path.description, destination: notification.destination?.description,
-                                    presented: notification.presentedPath.description)))
+                                    path: notification.path.filePath, destination: notification.destination?.filePath,
+                                    presented: notification.presentedPath.filePath)))
         }
         flush()
     }
@@ -394,9 +395,9 @@ final class Session<Claims: ClaimService> {
                 }
             }
         }
-        let claims = modes.map { ExplicitClaim(path: $0.key, mode: $0.value) }.sorted { $0.path.description < $1.path.description }
-        let read = claims.filter { $0.mode == .read }.map(\.path.description)
-        let write = claims.filter { $0.mode == .write }.map(\.path.description)
+        let claims = modes.map { ExplicitClaim(path: $0.key, mode: $0.value) }.sorted { $0.path < $1.path }
+        let read = claims.filter { $0.mode == .read }.map(\.path.filePath)
+        let write = claims.filter { $0.mode == .write }.map(\.path.filePath)
 
         if body.nonblock == true || body.wait == 0 {
             switch context.claims.tryAcquireExplicit(claims, for: claimant) {
@@ -431,7 +432,7 @@ final class Session<Claims: ClaimService> {
         }
     }
 
-    private func grantClaim(_ id: RequestID, _ grant: Claims.ExplicitGrant, read: [String], write: [String], waited: Duration) {
+    private func grantClaim(_ id: RequestID, _ grant: Claims.ExplicitGrant, read: [FilePath], write: [FilePath], waited: Duration) {
         let claimID = nextClaimID
         nextClaimID += 1
         held[claimID] = Held(grant: grant, read: read, write: write)
@@ -488,7 +489,7 @@ final class Session<Claims: ClaimService> {
     // MARK: Status view
 
     /// This session's claims, for status.
-    var heldClaims: [(claim: UInt64, read: [String], write: [String])] {
+    var heldClaims: [(claim: UInt64, read: [FilePath], write: [FilePath])] {
         held.map { ($0.key, $0.value.read, $0.value.write) }.sorted { $0.claim < $1.claim }
     }
 

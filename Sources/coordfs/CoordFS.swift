@@ -8,4 +8,9 @@ struct CoordFS: ParsableCommand {
         version: "0.1.0",
         subcommands: [Mount.self, Unmount.self, Watch.self, Exec.self, Status.self]
     )
+
+    /// Parses the arguments with stand-ins for those that are not UTF-8 (see `ExactArguments`).
+    static func main() {
+        main(ExactArguments.forParser)
+    }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import CoordFSClient
 import Dispatch
 import Glibc
+import SystemPackage
 
 struct Exec: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -49,11 +50,11 @@ struct Exec: ParsableCommand {
 
     func run() throws {
         // Which mount each path is in, and its name there.
-        var byMount: [String: (reading: [String], writing: [String])] = [:]
+        var byMount: [String: (reading: [FilePath], writing: [FilePath])] = [:]
         do {
             for (paths, writing) in [(readPaths, false), (writePaths, true)] {
                 for path in paths {
-                    let location = try ControlLocation.locate(path)
+                    let location = try ControlLocation.locate(ExactArguments.path(path))
                     if writing {
                         byMount[location.socket, default: ([], [])].writing.append(location.path)
                     } else {
@@ -94,20 +95,22 @@ struct Exec: ParsableCommand {
                 throw CleanExit.failure(error.commandLineMessage)
             }
         }
+        let name = ExactArguments.display(command[0])
         if verbose {
-            printError("claims held after \(formatDuration((ContinuousClock.now - started).seconds)); running \(command[0])")
+            printError("claims held after \(formatDuration((ContinuousClock.now - started).seconds)); running \(name)")
         }
-        let status = Self.spawnAndWait(command)
+        let status = Self.spawnAndWait(command.map(ExactArguments.bytes(of:)))
         for connection in connections { connection.close() }
-        if verbose { printError("\(command[0]) ended with status \(status); claims released") }
+        if verbose { printError("\(name) ended with status \(status); claims released") }
         if status != 0 { throw ExitCode(status) }
     }
 
     /// Runs the command as a child with the signal dispositions it would have had, and
-    /// returns its exit status. Meanwhile this process ignores the terminal's SIGINT and
+    /// returns its exit status. `command` is bytes: its arguments reach it exactly as they
+    /// reached this process, UTF-8 or not. Meanwhile this process ignores the terminal's SIGINT and
     /// SIGQUIT (the child gets them; it decides) and passes SIGTERM and SIGHUP on, so the
     /// claims stay held exactly as long as the child runs — as system(3) does.
-    static func spawnAndWait(_ command: [String]) -> Int32 {
+    static func spawnAndWait(_ command: [[UInt8]]) -> Int32 {
         let forwarded = [SIGTERM, SIGHUP]
         let ignored = [SIGINT, SIGQUIT]
         for signal in ignored + forwarded { Glibc.signal(signal, SIG_IGN) }
@@ -124,12 +127,17 @@ struct Exec: ParsableCommand {
         posix_spawnattr_setsigmask(&attributes, &empty)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
 
-        var argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
-        defer { for argument in argv { free(argument) } }
+        var argv: [UnsafeMutablePointer<CChar>?] = command.map { bytes in
+            let argument = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
+            UnsafeMutableRawPointer(argument).copyMemory(from: bytes, byteCount: bytes.count)
+            argument[bytes.count] = 0
+            return argument
+        } + [nil]
+        defer { for argument in argv { argument?.deallocate() } }
         var child: pid_t = 0
-        let spawned = posix_spawnp(&child, command[0], nil, &attributes, &argv, environ)
+        let spawned = posix_spawnp(&child, argv[0]!, nil, &attributes, &argv, environ)
         guard spawned == 0 else {
-            printError("cannot run \(command[0]): \(String(cString: strerror(spawned)))")
+            printError("cannot run \(String(decoding: command[0], as: UTF8.self)): \(String(cString: strerror(spawned)))")
             return spawned == ENOENT ? 127 : 126
         }
 

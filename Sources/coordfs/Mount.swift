@@ -19,10 +19,12 @@ struct Mount: ParsableCommand {
         """
     )
 
-    @Argument(help: "The directory whose contents the mount shows.", completion: .directory)
+    // Paths here are taken as text (an argument that is not UTF-8 is read with U+FFFD, see
+    // `ExactArguments`); paths inside the mount are bytes.
+    @Argument(help: "The directory whose contents the mount shows.", completion: .directory, transform: ExactArguments.display)
     var backing: String
 
-    @Argument(help: "An empty directory to mount on.", completion: .directory)
+    @Argument(help: "An empty directory to mount on.", completion: .directory, transform: ExactArguments.display)
     var mountpoint: String
 
     @Flag(name: [.short, .long], help: "Stay attached to the terminal; log to standard error.")
@@ -64,7 +66,7 @@ struct Mount: ParsableCommand {
     @Option(help: ArgumentHelp("What a commit syncs: none (rename only), replacing (fsync a file before it replaces an existing one; default), file (fsync every commit), full (also the directory).", valueName: "level"))
     var durability: Durability = .recommended
 
-    @Option(name: .customLong("in-place"), help: ArgumentHelp("A name or path pattern of files written in place instead of atomically (repeatable; adds to the defaults: SQLite, *.log, ...).", valueName: "pattern"))
+    @Option(name: .customLong("in-place"), help: ArgumentHelp("A name or path pattern of files written in place instead of atomically (repeatable; adds to the defaults: SQLite, *.log, ...).", valueName: "pattern"), transform: ExactArguments.display)
     var inPlacePatterns: [String] = []
 
     @Flag(help: "Use only the --in-place patterns given, not the defaults.")
@@ -76,7 +78,7 @@ struct Mount: ParsableCommand {
     @Option(help: ArgumentHelp("Seconds an access waits for presenters to answer before it goes on without them (default 5).", valueName: "seconds"))
     var presenterTimeout: Double = 5
 
-    @Option(help: ArgumentHelp("Where the control socket goes (default: a name in /run/coordfs, or the user's runtime directory). Clients find it from the mount.", valueName: "path"), completion: .file())
+    @Option(help: ArgumentHelp("Where the control socket goes (default: a name in /run/coordfs, or the user's runtime directory). Clients find it from the mount.", valueName: "path"), completion: .file(), transform: ExactArguments.display)
     var socket: String?
 
     @Option(help: ArgumentHelp("Permissions of the control socket, in octal (default 600: only the mounting user; 666 lets every user connect, each seeing only what it could read).", valueName: "mode"))
@@ -85,7 +87,7 @@ struct Mount: ParsableCommand {
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level"))
     var logLevel: Logger.Level = .notice
 
-    @Option(help: ArgumentHelp("Where a background mount writes its log (default: discarded).", valueName: "path"), completion: .file())
+    @Option(help: ArgumentHelp("Where a background mount writes its log (default: discarded).", valueName: "path"), completion: .file(), transform: ExactArguments.display)
     var logFile: String?
 
     func validate() throws {

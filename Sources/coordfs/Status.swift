@@ -4,7 +4,7 @@ import CoordFSClient
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show who holds and waits for claims, presenters, subscribers and event counters of a coordfs mount.",
-        discussion: "Paths are shown relative to the mount. Entries about paths your user could not read are left out."
+        discussion: "Paths are shown relative to the mount, as their bytes (UTF-8 or not). Entries about paths your user could not read are left out."
     )
 
     @Argument(help: "The mountpoint (or any path inside the mount).", completion: .directory)
@@ -16,7 +16,7 @@ struct Status: ParsableCommand {
     func run() throws {
         let report: StatusReport
         do {
-            let location = try ControlLocation.locate(mountpoint)
+            let location = try ControlLocation.locate(ExactArguments.path(mountpoint))
             report = try runBlocking {
                 let connection = try await CoordFSConnection.connect(socketPath: location.socket, client: "coordfs status")
                 defer { connection.close() }
@@ -26,51 +26,48 @@ struct Status: ParsableCommand {
             throw CleanExit.failure(error.commandLineMessage)
         }
         if json {
-            emit((try? JSONLineEncoder().encode(report)).map { String(decoding: $0, as: UTF8.self) } ?? "{}")
+            emit(OutputLine(bytes: (try? JSONLineEncoder().encode(report)) ?? Array("{}".utf8)))
         } else {
             emit(Self.render(report))
         }
     }
 
-    static func render(_ report: StatusReport) -> String {
-        var lines: [String] = []
+    static func render(_ report: StatusReport) -> OutputLine {
+        var lines: [OutputLine] = []
         let server = report.server
         lines.append("\(server.name) · protocol \(server.version) · up \(formatDuration(server.uptime)) · socket \(server.socket)")
 
         let events = report.events
         lines.append("")
-        lines.append("events: sequence \(events.sequence), history \(events.history)/\(events.historyCapacity) (from \(events.oldest)), "
-                     + "\(events.subscribers) subscriber\(events.subscribers == 1 ? "" : "s"), dropped \(events.dropped), overflows \(events.overflows)")
+        lines.append("events: sequence \(events.sequence), history \(events.history)/\(events.historyCapacity) (from \(events.oldest)), \(events.subscribers) subscriber\(events.subscribers == 1 ? "" : "s"), dropped \(events.dropped), overflows \(events.overflows)")
 
         section(&lines, "claims held", report.claims.held) { holder in
             "\(holder.path)  \(holder.mode)  \(holder.owner)  for \(formatDuration(holder.held))"
         }
         section(&lines, "claims waiting", report.claims.waiting) { waiter in
-            "\(waiter.paths.joined(separator: ", "))  \(waiter.mode)  \(waiter.owner)  waiting \(formatDuration(waiter.waiting))"
+            "\(waiter.paths, separator: ", ")  \(waiter.mode)  \(waiter.owner)  waiting \(formatDuration(waiter.waiting))"
         }
         section(&lines, "presenters", report.presenters) { presenter in
             let answers = presenter.answers.isEmpty ? "notifications only" : presenter.answers.map(\.rawValue).joined(separator: ",")
             let session = presenter.session.map { "session \($0), " } ?? ""
-            return "#\(presenter.presenter)  \(presenter.path)  \(answers)  (\(session)pid \(presenter.pid))  "
-                + "pending \(presenter.pending), asked \(presenter.asked), timed out \(presenter.timedOut), refused \(presenter.refused)"
+            return "#\(presenter.presenter)  \(presenter.path)  \(answers)  (\(session)pid \(presenter.pid))  pending \(presenter.pending), asked \(presenter.asked), timed out \(presenter.timedOut), refused \(presenter.refused)"
         }
         section(&lines, "presenter requests waiting", report.presenterRequests) { request in
             "#\(request.request)  \(request.kind) \(request.path)  for pid \(request.requester)  waiting \(formatDuration(request.waiting)) on \(request.awaiting.map { "#\($0)" }.joined(separator: ","))"
         }
         section(&lines, "subscribers", report.subscribers) { subscriber in
             let kinds = subscriber.kinds.count == EventKind.allCases.count ? "all kinds" : subscriber.kinds.map(\.rawValue).joined(separator: ",")
-            return "session \(subscriber.session) #\(subscriber.subscription)  \(subscriber.path)\(subscriber.recursive ? " (recursive)" : "")  \(kinds)  "
-                + "queue \(subscriber.queued)/\(subscriber.capacity), delivered \(subscriber.delivered), dropped \(subscriber.dropped)"
+            return "session \(subscriber.session) #\(subscriber.subscription)  \(subscriber.path)\(subscriber.recursive ? " (recursive)" : "")  \(kinds)  queue \(subscriber.queued)/\(subscriber.capacity), delivered \(subscriber.delivered), dropped \(subscriber.dropped)"
         }
         section(&lines, "connections", report.connections) { connection in
             "session \(connection.session)  pid \(connection.pid)  uid \(connection.uid)  \(connection.client ?? "-")  for \(formatDuration(connection.age))"
         }
-        return lines.joined(separator: "\n")
+        return OutputLine(bytes: Array(lines.map(\.bytes).joined(separator: [UInt8(ascii: "\n")])))
     }
 
-    private static func section<Item>(_ lines: inout [String], _ title: String, _ items: [Item], _ describe: (Item) -> String) {
+    private static func section<Item>(_ lines: inout [OutputLine], _ title: String, _ items: [Item], _ describe: (Item) -> OutputLine) {
         lines.append("")
         lines.append(items.isEmpty ? "\(title): none" : "\(title) (\(items.count)):")
-        for item in items { lines.append("  " + describe(item)) }
+        for item in items { lines.append(OutputLine(bytes: Array("  ".utf8) + describe(item).bytes)) }
     }
 }

@@ -5,7 +5,7 @@ import Glibc
 struct Unmount: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Unmount a coordfs mount; its daemon then exits.")
 
-    @Argument(help: "The mountpoint.", completion: .directory)
+    @Argument(help: "The mountpoint.", completion: .directory, transform: ExactArguments.display)
     var mountpoint: String
 
     @Flag(name: [.short, .long], help: "Detach now even if files are open; the daemon ends when they close.")

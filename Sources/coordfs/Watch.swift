@@ -8,8 +8,10 @@ struct Watch: ParsableCommand {
         abstract: "Print change events of paths in coordfs mounts, as they are committed.",
         discussion: """
         One line per event, "PATH KIND" ("FROM moved TO" for moves; directories end in "/"), \
-        like inotifywait -m. KIND is created, changed, deleted, moved or attributes. With --json, \
-        one JSON object per line: the control protocol's event (paths relative to the mount). \
+        like inotifywait -m: paths are printed as their bytes, as given and as named, whether \
+        UTF-8 or not. KIND is created, changed, deleted, moved or attributes. With --json, \
+        one JSON object per line: the control protocol's event (paths relative to the mount, \
+        with pathBytes when a path is not UTF-8). \
         When events are lost because they were not read fast enough, a line "PATH overflow N" \
         says so: rescan. Exit status: 0 after an event or --count events, 2 when --timeout \
         passed without any, 1 on error.
@@ -105,7 +107,7 @@ struct WatchOptions: Sendable {
 
     /// One line to print, or the end.
     private enum Item: Sendable {
-        case line(String)
+        case line(OutputLine)
         case failed(CoordFSError)
     }
 
@@ -124,7 +126,7 @@ struct WatchOptions: Sendable {
             }
             let subscription = try await connection.subscribe(path.location.path, recursive: recursive, kinds: kinds, since: since)
             if subscription.needsResync {
-                printError("\(path.given): events after \(since ?? 0) are no longer kept by the mount; rescan (watching from \(subscription.sequence))")
+                printError("\(String(decoding: path.given, as: UTF8.self)): events after \(since ?? 0) are no longer kept by the mount; rescan (watching from \(subscription.sequence))")
             }
             subscriptions.append((path, subscription))
         }
@@ -165,23 +167,22 @@ struct WatchOptions: Sendable {
         return printed > 0 ? .sawEvents : .timedOutQuietly
     }
 
-    static func format(_ message: SubscriptionMessage, path: LocatedPath, json: Bool) -> String {
+    static func format(_ message: SubscriptionMessage, path: LocatedPath, json: Bool) -> OutputLine {
         switch message {
         case .event(let event):
             if json {
-                return (try? JSONLineEncoder().encode(event)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+                return OutputLine(bytes: (try? JSONLineEncoder().encode(event)) ?? Array("{}".utf8))
             }
             let suffix = event.directory ? "/" : ""
-            let shown = path.display(event.path) + suffix
             if event.kind == .moved, let destination = event.destination {
-                return "\(shown) moved \(path.display(destination))\(suffix)"
+                return "\(raw: path.display(event.path))\(suffix) moved \(raw: path.display(destination))\(suffix)"
             }
-            return "\(shown) \(event.kind)"
+            return "\(raw: path.display(event.path))\(suffix) \(event.kind)"
         case .overflow(let overflow):
             if json {
-                return #"{"overflow":{"dropped":\#(overflow.dropped),"first":\#(overflow.first),"last":\#(overflow.last)}}"#
+                return "{\"overflow\":{\"dropped\":\(overflow.dropped),\"first\":\(overflow.first),\"last\":\(overflow.last)}}"
             }
-            return "\(path.given) overflow \(overflow.dropped)"
+            return "\(raw: path.given) overflow \(overflow.dropped)"
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import SystemPackage
 import Testing
 import CoordFSProtocol
 
@@ -148,7 +149,7 @@ private func roundTrip(_ envelope: RequestEnvelope) throws -> RequestEnvelope {
     @Test func awkwardTextSurvivesEncoding() throws {
         let names = ["quote\"back\\slash", "new\nline\ttab\r", "\u{01}\u{1f}\u{7f}", "ünïcødé 🚀", "", "/"]
         for name in names {
-            let envelope = RequestEnvelope(id: .text(name), request: .subscribe(.init(path: name)))
+            let envelope = RequestEnvelope(id: .text(name), request: .subscribe(.init(path: FilePath(name))))
             let line = try WireFormat.line(envelope)
             #expect(line.filter { $0 == UInt8(ascii: "\n") }.count == 1)
             #expect(try decode(String(decoding: line.dropLast(), as: UTF8.self)).get() == envelope)
@@ -165,6 +166,82 @@ private func roundTrip(_ envelope: RequestEnvelope) throws -> RequestEnvelope {
             #expect(code.rawValue.allSatisfy { $0.isLowercase || $0 == "-" })
         }
         #expect(Set(codes).count == codes.count)
+    }
+}
+
+/// Paths on the wire: a plain string when the path is UTF-8, else a stand-in string and the
+/// exact bytes in base64 beside it (`pathBytes`, `readBytes`…); every byte string comes back.
+@Suite struct ProtocolPathTests {
+    static func path(_ bytes: [UInt8]) -> FilePath { WirePath.path(bytes)! }
+
+    /// Byte strings worth trying: every byte a path may hold, alone and after a slash; invalid
+    /// UTF-8 of every kind; valid non-ASCII text; and a path's repair beside the path.
+    static let samples: [[UInt8]] = {
+        var samples = (1...255).filter { $0 != 0x2F }.map { [UInt8(ascii: "/"), UInt8($0)] }
+        samples += [
+            Array("/bad".utf8) + [0xFF, 0xFE] + Array("name".utf8),
+            Array("/bad\u{FFFD}\u{FFFD}name".utf8),
+            [0x2F, 0xC3], [0x2F, 0xC3, 0x28], [0x2F, 0x80, 0xBF], [0x2F, 0xED, 0xA0, 0x80], [0x2F, 0xF4, 0x90, 0x80, 0x80],
+            [0x2F, 0xC0, 0xAF], [0x2F, 0x64, 0x2F, 0xFF, 0x2F, 0xFE], Array("/日本/🎉".utf8), Array("/\"\\\n".utf8), [0x2F],
+            [0x2F] + (0..<255).map { UInt8(0x80 + $0 % 0x7F) },
+        ]
+        return samples
+    }()
+
+    @Test(arguments: samples)
+    func everyPathComesBackExactly(_ bytes: [UInt8]) throws {
+        let wire = Self.path(bytes)
+        #expect(WirePath.bytes(of: wire) == bytes)
+        let isText = String(validating: bytes, as: UTF8.self) != nil
+        let event = WatchEvent(sequence: 1, kind: .moved, path: wire, destination: wire, directory: false,
+                               origin: .init(pid: 1, uid: 0, process: "mv"), time: 0)
+        let line = try WireFormat.line(Push.event(EventPush(subscription: 1, event: event)))
+        let text = String(decoding: line, as: UTF8.self)
+        #expect(text.contains("\"pathBytes\"") == !isText, "the bytes go beside the path exactly when it is not UTF-8")
+        #expect(text.contains("\"destinationBytes\"") == !isText)
+        guard case .push(.event(let decoded)) = try ServerLine.classify(line) else {
+            Issue.record("not an event push")
+            return
+        }
+        #expect(WirePath.bytes(of: decoded.event.path) == bytes)
+        #expect(decoded.event.destination.map(WirePath.bytes(of:)) == bytes)
+
+        let request = RequestEnvelope(id: .number(1), request: .claim(.init(read: [wire, "/plain"], write: [wire])))
+        #expect(try roundTrip(request) == request)
+        let reply = Request.Claim.Reply(claim: 1, read: ["/plain", wire], write: [wire], waited: 0)
+        let replyLine = try WireFormat.line(OkReply(id: .number(1), ok: reply))
+        #expect(try WireFormat.decodeReplyBody(Request.Claim.Reply.self, from: replyLine) == reply)
+        let location = ControlLocation(socket: "/run/s.sock", path: wire)
+        #expect(try JSONDecoder().decode(ControlLocation.self, from: Data(try JSONLineEncoder().encode(location))) == location)
+    }
+
+    @Test func theDocumentedForm() throws {
+        let wire = Self.path(Array("/d/bad".utf8) + [0xFF, 0xFE] + Array("name".utf8))
+        let line = String(decoding: try WireFormat.line(RequestEnvelope(id: .number(1), request: .subscribe(.init(path: wire)))), as: UTF8.self)
+        #expect(line == #"{"id":1,"op":"subscribe","path":"/d/bad\#u{FFFD}\#u{FFFD}name","pathBytes":"L2QvYmFk//5uYW1l"}"# + "\n")
+        let claim = String(decoding: try WireFormat.line(Request.Claim(read: ["/ok"], write: [wire, "/x"])), as: UTF8.self)
+        #expect(claim == #"{"read":["/ok"],"write":["/d/bad\#u{FFFD}\#u{FFFD}name","/x"],"writeBytes":["L2QvYmFk//5uYW1l","L3g="]}"# + "\n")
+    }
+
+    @Test func requestsMayCarryOnlyTheBytes() throws {
+        let envelope = try decode(#"{"id":1,"op":"subscribe","pathBytes":"L2QvYmFk//5uYW1l"}"#).get()
+        let expected = Self.path(Array("/d/bad".utf8) + [0xFF, 0xFE] + Array("name".utf8))
+        #expect(envelope.request == .subscribe(.init(path: expected)))
+        // The bytes win over the stand-in; a stand-in alone is taken as the text it is.
+        let both = try decode(#"{"id":2,"op":"present","path":"/anything","pathBytes":"L2QvYmFk//5uYW1l"}"#).get()
+        #expect(both.request == .present(.init(path: expected)))
+        let claim = try decode(#"{"id":3,"op":"claim","writeBytes":["L2E=","L/8="]}"#).get()
+        #expect(claim.request == .claim(.init(write: ["/a", Self.path([0x2F, 0xFF])])))
+    }
+
+    @Test func badBytesFieldsAreRejected() {
+        let notBase64 = rejection(#"{"id":1,"op":"subscribe","pathBytes":"***"}"#)
+        #expect(notBase64?.code == .badRequest && notBase64?.id == .number(1))
+        #expect(notBase64?.message.contains("pathBytes") == true)
+        let nul = rejection(#"{"id":2,"op":"subscribe","pathBytes":"L2EAYg=="}"#)
+        #expect(nul?.code == .invalidPath && nul?.id == .number(2))
+        #expect(rejection(#"{"id":3,"op":"subscribe","path":"/a\u0000b"}"#)?.code == .invalidPath)
+        #expect(rejection(#"{"id":4,"op":"claim","readBytes":"L2E="}"#)?.code == .badRequest)
     }
 }
 

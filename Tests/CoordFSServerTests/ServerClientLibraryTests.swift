@@ -16,6 +16,8 @@ func withServerAsync(queueCapacity: Int = EventHub.defaultQueueCapacity, history
 /// Records what it is asked and told; refuses deletions when told to.
 final class RecordingPresenter: Presenter {
     let log = Mutex<[String]>([])
+    /// The items of the requests asked, as they came.
+    let asked = Mutex<[PresentedItem]>([])
     let refuseDeletion: Bool
 
     init(refuseDeletion: Bool = false) {
@@ -23,8 +25,12 @@ final class RecordingPresenter: Presenter {
     }
 
     var entries: [String] { log.withLock { $0 } }
+    var items: [PresentedItem] { asked.withLock { $0 } }
 
-    func save(_ item: PresentedItem) async throws { log.withLock { $0.append("save \(item.path)") } }
+    func save(_ item: PresentedItem) async throws {
+        asked.withLock { $0.append(item) }
+        log.withLock { $0.append("save \(item.path)") }
+    }
     func relinquish(_ item: PresentedItem) async throws { log.withLock { $0.append("relinquish \(item.path)") } }
     func reacquire(_ item: PresentedItem) async { log.withLock { $0.append("reacquire \(item.path)") } }
     func accommodateDeletion(_ item: PresentedItem) async throws {
@@ -32,7 +38,7 @@ final class RecordingPresenter: Presenter {
         if refuseDeletion { throw PresenterRefusal("still editing") }
     }
     func didChange(_ item: PresentedItem) async { log.withLock { $0.append("changed \(item.path)") } }
-    func didMove(_ item: PresentedItem, to destination: String) async { log.withLock { $0.append("moved \(item.path) \(destination) \(item.presented)") } }
+    func didMove(_ item: PresentedItem, to destination: FilePath) async { log.withLock { $0.append("moved \(item.path) \(destination) \(item.presented)") } }
     func didDelete(_ item: PresentedItem) async { log.withLock { $0.append("deleted \(item.path)") } }
 }
 
@@ -71,7 +77,7 @@ func failure<T>(_ body: () async throws -> T) async -> CoordFSError? {
             var seen: [String] = []
             for try await message in subscription {
                 guard case .event(let event) = message else { continue }
-                seen.append("\(event.kind) \(event.path)\(event.destination.map { " " + $0 } ?? "")")
+                seen.append("\(event.kind) \(event.path)\(event.destination.map { " \($0)" } ?? "")")
                 if seen.count == 2 { break }
             }
             #expect(seen == ["created /a", "moved /a /b"])
@@ -235,20 +241,20 @@ func failure<T>(_ body: () async throws -> T) async -> CoordFSError? {
         #expect(shell("setfattr -n user.coordfs.control -v '\(value)' \(directory)/sub") == 0)
         #expect(shell("setfattr -n user.coordfs.control -v '{\"version\":1,\"socket\":\"/run/coordfs/x.sock\",\"path\":\"/sub/file\"}' \(directory)/sub/file") == 0)
 
-        let file = try ControlLocation.locate(directory + "/sub/file")
+        let file = try ControlLocation.locate(FilePath(directory + "/sub/file"))
         #expect(file.socket == "/run/coordfs/x.sock" && file.path == "/sub/file")
-        let missing = try ControlLocation.locate(directory + "/sub/new.txt")
+        let missing = try ControlLocation.locate(FilePath(directory + "/sub/new.txt"))
         #expect(missing.path == "/sub/new.txt")
         // A long value (deep paths are allowed up to PATH_MAX).
         let deep = "/sub/" + String(repeating: "x", count: 3000)
         #expect(shell("setfattr -n user.coordfs.control -v '{\"version\":1,\"socket\":\"/s\",\"path\":\"\(deep)\"}' \(directory)/sub/file") == 0)
-        #expect(try ControlLocation.locate(directory + "/sub/file").path == deep)
-        let trailing = try ControlLocation.locate(directory + "/sub/")
+        #expect(try ControlLocation.locate(FilePath(directory + "/sub/file")).path == FilePath(deep))
+        let trailing = try ControlLocation.locate(FilePath(directory + "/sub/"))
         #expect(trailing.path == "/sub")
-        let plain = await failure { try ControlLocation.locate(directory) }
+        let plain = await failure { try ControlLocation.locate(FilePath(directory)) }
         #expect(plain?.description == "\(directory) is not inside a coordfs mount (it has no user.coordfs.control attribute)")
-        #expect(throws: CoordFSError.self) { try ControlLocation.locate(directory + "/nope/deeper") }
+        #expect(throws: CoordFSError.self) { try ControlLocation.locate(FilePath(directory + "/nope/deeper")) }
         #expect(shell("setfattr -n user.coordfs.control -v 'garbage' \(directory)/sub") == 0)
-        #expect(throws: CoordFSError.self) { try ControlLocation.locate(directory + "/sub") }
+        #expect(throws: CoordFSError.self) { try ControlLocation.locate(FilePath(directory + "/sub")) }
     }
 }

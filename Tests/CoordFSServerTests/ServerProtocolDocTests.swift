@@ -56,7 +56,7 @@ import Testing
             let script = fixture.directory + "/coordfs_demo.py"
             try python.write(toFile: script, atomically: true, encoding: .utf8)
             let output = fixture.directory + "/demo.out"
-            let pid = try #require(Int32(capture("python3 \(script) \(mount) 2 > \(output) 2>&1 & echo $!")
+            let pid = try #require(Int32(capture("python3 \(script) \(mount) 3 > \(output) 2>&1 & echo $!")
                 .output.trimmingCharacters(in: .whitespacesAndNewlines)))
             defer { kill(pid, SIGKILL) }
             #expect(fixture.eventually(within: .seconds(10)) {
@@ -65,13 +65,17 @@ import Testing
             #expect(fixture.eventually { fixture.claims.snapshot().holders.isEmpty })
             fixture.publish(.created, "/notes.txt")
             fixture.publish(.moved, "/notes.txt", to: "/old/notes.txt")
+            // A name that is not UTF-8 comes out as its bytes.
+            fixture.hub.publish(.created, path: MountPath(bytes: Array("/caf".utf8) + [0xE9])!, isDirectory: false,
+                                origin: EventOrigin(pid: 1, uid: 0, processName: "writer"), size: 0)
             #expect(fixture.eventually(within: .seconds(10)) { kill(pid, 0) != 0 || (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))?.contains(") Z") == true })
-            let lines = try String(contentsOfFile: output, encoding: .utf8).split(separator: "\n").map(String.init)
+            let lines = try Data(contentsOf: URL(fileURLWithPath: output)).split(separator: UInt8(ascii: "\n")).map(Array.init)
             #expect(lines == [
-                "watching / after event 0",
-                "held claim 1 on ['/']",
-                "1 created /notes.txt  by writer",
-                "2 moved /notes.txt /old/notes.txt by writer",
+                Array("watching / after event 0".utf8),
+                Array("held claim 1 on /".utf8),
+                Array("1 created /notes.txt  by writer".utf8),
+                Array("2 moved /notes.txt /old/notes.txt by writer".utf8),
+                Array("3 created /caf".utf8) + [0xE9] + Array("  by writer".utf8),
             ])
         }
     }

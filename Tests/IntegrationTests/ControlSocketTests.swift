@@ -378,7 +378,7 @@ import Testing
             let setUp = try shell("mkdir private public && chmod 700 private && chmod 755 public", in: scratch.mountpoint)
             #expect(setUp.status == 0, "\(setUp)")
             // A shared socket's default place is the shared directory, which others may pass through.
-            let socket = try ControlLocation.locate(scratch.mountpoint).socket
+            let socket = try ControlLocation.locate(FilePath(scratch.mountpoint)).socket
             #expect(socket.hasPrefix("/run/coordfs/") && socket.hasSuffix(".sock"), "\(socket)")
 
             let refused = try shell("exec '\(coordfsBinary)' watch --timeout 2 '\(scratch.mountpoint)/private'", in: scratch.root, user: Self.nobody)
@@ -505,7 +505,7 @@ extension ControlSocketTests {
 
     /// A hello'd raw connection to the mount's socket, found through the attribute as any client would.
     static func connect(to scratch: Scratch) throws -> LineClient {
-        let client = try LineClient(socketPath: try ControlLocation.locate(scratch.mountpoint).socket)
+        let client = try LineClient(socketPath: try ControlLocation.locate(FilePath(scratch.mountpoint)).socket)
         let hello = try client.request(#"{"id":0,"op":"hello","version":1,"client":"ControlSocketTests"}"#)
         guard hello.ok != nil else { throw LineClientError("hello failed: \(hello)") }
         return client

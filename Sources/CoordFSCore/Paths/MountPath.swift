@@ -1,3 +1,5 @@
+import SystemPackage
+
 /// A normalised path relative to the mount's root: no empty, `.` or `..` components.
 ///
 /// The claim table keys on these, and ancestry between them is what makes claims
@@ -62,6 +64,22 @@ public struct MountPath: Hashable, Sendable, CustomStringConvertible {
             component.withUnsafeBytes { bytes.append(contentsOf: $0) }
         }
         return bytes
+    }
+
+    /// Parses a path given as a `FilePath` (its bytes; the control socket's requests carry these).
+    public init?(_ path: FilePath) {
+        guard let parsed = path.withPlatformString({ start -> MountPath? in
+            var count = 0
+            while start[count] != 0 { count += 1 }
+            return MountPath(bytes: UnsafeRawBufferPointer(start: start, count: count))
+        }) else { return nil }
+        self = parsed
+    }
+
+    /// The path as a `FilePath` ("/a/b"), bytes exact: what the control socket's messages carry.
+    public var filePath: FilePath {
+        let cString = bytes.map { CChar(bitPattern: $0) } + [0]
+        return cString.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }
     }
 
     /// "/a/b", for people and logs only (see `FileName.description`); `bytes` is exact.
