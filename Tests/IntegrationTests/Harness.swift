@@ -13,6 +13,8 @@ struct CommandResult: CustomStringConvertible {
     let status: Int32
     let output: String
     let errors: String
+    /// Standard output as bytes, exactly (`output` shows bad UTF-8 as U+FFFD).
+    var outputBytes: [UInt8] = []
     var description: String { "status \(status)\nstdout:\n\(output)\nstderr:\n\(errors)" }
 }
 
@@ -50,7 +52,8 @@ func run(_ arguments: [String], in directory: String? = nil, environment: [Strin
     process.waitUntilExit()
     return CommandResult(status: process.terminationStatus,
                          output: String(decoding: outputData, as: UTF8.self),
-                         errors: String(decoding: errorData, as: UTF8.self))
+                         errors: String(decoding: errorData, as: UTF8.self),
+                         outputBytes: Array(outputData))
 }
 
 /// Runs `spawn` with SIGCHLD unblocked on this thread, so the child it starts inherits it

@@ -5,9 +5,11 @@ import Testing
 
 /// What a user can observe of a tree, entry by entry, for comparing a mount with a plain
 /// directory: type, permission bits, owner, size, link count, content, symlink target, user
-/// xattrs, and (when asked) modification times to the nanosecond.
+/// xattrs, and (when asked) modification times to the nanosecond. Names, targets and
+/// attributes are bytes: each is recorded exactly (see `escaped`), UTF-8 or not.
 struct TreeSnapshot: Equatable, CustomStringConvertible {
     struct Entry: Equatable, CustomStringConvertible {
+        /// The relative path, `escaped`.
         var path: String
         var summary: String
         var description: String { "\(path): \(summary)" }
@@ -24,15 +26,39 @@ struct TreeSnapshot: Equatable, CustomStringConvertible {
         var owners = true
     }
 
+    init(entries: [Entry]) {
+        self.entries = entries
+    }
+
     init(of root: String, _ options: Options = Options()) throws {
         entries = []
-        try walk(root, relative: "", options)
+        try walk(Array(root.utf8), relative: [], options)
         entries.sort { $0.path < $1.path }
     }
 
-    private mutating func walk(_ absolute: String, relative: String, _ options: Options) throws {
+    /// Bytes as text that tells every byte string apart: printable ASCII as it is (a backslash
+    /// doubled), every other byte as `\xHH`.
+    static func escaped(_ bytes: some Sequence<UInt8>) -> String {
+        var text = ""
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "\\"): text += "\\\\"
+            case 0x20..<0x7F: text.unicodeScalars.append(Unicode.Scalar(byte))
+            default: text += "\\x" + String(byte >> 4, radix: 16, uppercase: true) + String(byte & 0xF, radix: 16, uppercase: true)
+            }
+        }
+        return text
+    }
+
+    /// Runs `body` with `path` as a C string.
+    private static func withPath<R>(_ path: [UInt8], _ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
+        try (path.map { CChar(bitPattern: $0) } + [0]).withUnsafeBufferPointer { try body($0.baseAddress!) }
+    }
+
+    private mutating func walk(_ absolute: [UInt8], relative: [UInt8], _ options: Options) throws {
         var status = stat()
-        guard lstat(absolute, &status) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        guard Self.withPath(absolute, { lstat($0, &status) }) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        let relativeText = Self.escaped(relative)
         var parts: [String] = []
         let type = status.st_mode & S_IFMT
         let typeName: String = switch type {
@@ -56,45 +82,69 @@ struct TreeSnapshot: Equatable, CustomStringConvertible {
             let setOnPurpose = Int(status.st_mtim.tv_sec) < Int(time(nil)) - 3600
             parts.append(setOnPurpose ? "mtime=\(status.st_mtim.tv_sec).\(status.st_mtim.tv_nsec)" : "mtime=now")
         }
-        if type == S_IFREG && !options.ignoringContents.contains(relative) {
+        if type == S_IFREG && !options.ignoringContents.contains(relativeText) {
             parts.append("content=\(try contentDigest(absolute))")
         }
         if type == S_IFLNK {
-            parts.append("target=\((try? FileManager.default.destinationOfSymbolicLink(atPath: absolute)) ?? "?")")
+            var target = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+            let count = Self.withPath(absolute) { path in target.withUnsafeMutableBytes { readlink(path, $0.baseAddress!, $0.count) } }
+            parts.append("target=\(count < 0 ? "?" : Self.escaped(target[0..<count]))")
         }
         if type == S_IFREG || type == S_IFDIR {
             let attributes = extendedAttributes(absolute)
             if !attributes.isEmpty { parts.append("xattrs=\(attributes)") }
         }
-        if !relative.isEmpty { entries.append(Entry(path: relative, summary: parts.joined(separator: " "))) }
+        if !relative.isEmpty { entries.append(Entry(path: relativeText, summary: parts.joined(separator: " "))) }
         if type == S_IFDIR {
-            for name in try FileManager.default.contentsOfDirectory(atPath: absolute).sorted() {
-                try walk(absolute + "/" + name, relative: relative.isEmpty ? name : relative + "/" + name, options)
+            for name in try Self.names(in: absolute).sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+                try walk(absolute + [UInt8(ascii: "/")] + name, relative: relative.isEmpty ? name : relative + [UInt8(ascii: "/")] + name, options)
             }
         }
     }
 
+    /// The names in a directory, as readdir gives them (bytes), without . and ..
+    static func names(in directory: [UInt8]) throws -> [[UInt8]] {
+        guard let stream = withPath(directory, { opendir($0) }) else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        defer { closedir(stream) }
+        var names: [[UInt8]] = []
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: &entry.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
+            if name != [UInt8(ascii: ".")] && name != [UInt8(ascii: "."), UInt8(ascii: ".")] { names.append(name) }
+        }
+        return names
+    }
+
     /// 64-bit FNV-1a of the content and its length: enough to tell versions apart in a test.
-    private func contentDigest(_ path: String) throws -> String {
-        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+    private func contentDigest(_ path: [UInt8]) throws -> String {
+        let descriptor = Self.withPath(path) { open($0, O_RDONLY | O_CLOEXEC) }
+        guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        defer { close(descriptor) }
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in data { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress!, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            if count == 0 { break }
+            for byte in buffer[0..<count] { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        }
         return String(hash, radix: 16)
     }
 
-    private func extendedAttributes(_ path: String) -> String {
+    /// The user.* attributes, names and values as bytes.
+    private func extendedAttributes(_ path: [UInt8]) -> String {
         var names = [CChar](repeating: 0, count: 65_536)
         let length = (try? names.withUnsafeMutableBytes { buffer in
-            try path.withCString { try Syscall.listExtendedAttributes($0, into: buffer, followLinks: false) }
+            try Self.withPath(path) { try Syscall.listExtendedAttributes($0, into: buffer, followLinks: false) }
         }) ?? 0
         guard length > 0 else { return "" }
-        let list = names[0..<length].split(separator: 0).map { String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
-        return list.filter { $0.hasPrefix("user.") }.sorted().map { name -> String in
+        let list = names[0..<length].split(separator: 0).map { $0.map { UInt8(bitPattern: $0) } }
+        return list.filter { $0.starts(with: "user.".utf8) }.sorted { $0.lexicographicallyPrecedes($1) }.map { name -> String in
             var value = [UInt8](repeating: 0, count: 65_536)
             let count = (try? value.withUnsafeMutableBytes { buffer in
-                try path.withCString { p in try name.withCString { try Syscall.getExtendedAttribute(p, $0, into: buffer, followLinks: false) } }
+                try Self.withPath(path) { p in try Self.withPath(name) { try Syscall.getExtendedAttribute(p, $0, into: buffer, followLinks: false) } }
             }) ?? -1
-            return "\(name)=\(count < 0 ? "?" : String(decoding: value[0..<count], as: UTF8.self))"
+            return "\(Self.escaped(name))=\(count < 0 ? "?" : Self.escaped(value[0..<count]))"
         }.joined(separator: ",")
     }
 

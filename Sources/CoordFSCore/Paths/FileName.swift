@@ -144,12 +144,13 @@ public struct FileName: Sendable {
     /// no character of any text.
     public var scalars: [Unicode.Scalar?] {
         var result: [Unicode.Scalar?] = []
-        Self.decode(bytes, scalar: { result.append($0) }, invalid: { _ in result.append(nil) })
+        result.reserveCapacity(count)
+        withUnsafeBytes { Self.decode($0, scalar: { result.append($0) }, invalid: { _ in result.append(nil) }) }
         return result
     }
 
     /// Walks `bytes` as UTF-8: each valid scalar to `scalar`, each byte that belongs to none to `invalid`.
-    static func decode(_ bytes: [UInt8], scalar: (Unicode.Scalar) -> Void, invalid: (UInt8) -> Void) {
+    static func decode(_ bytes: UnsafeRawBufferPointer, scalar: (Unicode.Scalar) -> Void, invalid: (UInt8) -> Void) {
         var parser = Unicode.UTF8.ForwardParser()
         var iterator = bytes.makeIterator()
         var position = 0
@@ -206,13 +207,15 @@ extension FileName: CustomStringConvertible, CustomDebugStringConvertible {
     public var description: String {
         if let text = string, !text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) { return text }
         var text = ""
-        Self.decode(bytes, scalar: { scalar in
-            if scalar.value < 0x20 || scalar.value == 0x7F {
-                text += Self.escaped(UInt8(scalar.value))
-            } else {
-                text.unicodeScalars.append(scalar)
-            }
-        }, invalid: { text += Self.escaped($0) })
+        withUnsafeBytes { bytes in
+            Self.decode(bytes, scalar: { scalar in
+                if scalar.value < 0x20 || scalar.value == 0x7F {
+                    text += Self.escaped(UInt8(scalar.value))
+                } else {
+                    text.unicodeScalars.append(scalar)
+                }
+            }, invalid: { text += Self.escaped($0) })
+        }
         return text
     }
 
