@@ -18,6 +18,8 @@ public final class ClaimTable: Sendable {
     }
 
     /// Guards the claim state (trie, queue, deadline heap, counters) and the timer's arming.
+    /// A leaf lock (Docs/LOCKING.md): callbacks run after it is released, and nothing it runs
+    /// reads /proc or the backing (pass-through is decided from `ProcessLineage`).
     /// Sendable: `Mutex` is; the classes inside are touched only with it held.
     private let locked: Mutex<Locked>
     /// Where the timer's handler runs.
