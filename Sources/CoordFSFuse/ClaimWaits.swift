@@ -119,8 +119,15 @@ extension FileSystem {
         let claims = claimsNow()
         if claims.isEmpty { return body(nil) }
         let owner = owner(of: request)
+        // Read from /proc here, never under the claim table's lock, and only while some
+        // process could pass through an explicit claim.
+        let lineage: ProcessLineage = if case .process(let pid) = owner, self.claims.hasExplicitClaims {
+            processes.lineage(of: pid)
+        } else {
+            .none
+        }
         // The common case, no conflict: no wait object, no interrupt registration.
-        switch self.claims.tryAcquire(claims, owner: owner) {
+        switch self.claims.tryAcquire(claims, owner: owner, lineage: lineage) {
         case .success(let grant): return body(grant)
         case .failure where nonblocking:
             reply(request, error: .wouldBlock)
@@ -133,7 +140,7 @@ extension FileSystem {
         wait.register()
 
         let deadline = ContinuousClock.now + options.claimTimeout
-        let attempt = self.claims.acquire(claims, owner: owner, deadline: deadline) { [self] outcome in
+        let attempt = self.claims.acquire(claims, owner: owner, lineage: lineage, deadline: deadline) { [self] outcome in
             guard wait.claimAnswer() else {
                 if case .granted(let grant) = outcome { self.claims.release(grant) }
                 return

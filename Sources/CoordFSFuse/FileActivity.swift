@@ -40,8 +40,9 @@ final class ActivityRegistry: Sendable {
         var pendingNames: [PendingName: Save] = [:]
     }
 
-    /// Guards both maps and every `FileActivity` in them. Never held while calling into a
-    /// save (its lock comes after this one) or the backing.
+    /// Guards both maps and every `FileActivity` in them. Lock order 1 (Docs/LOCKING.md, "The
+    /// daemon's own locks"): while held, only a save's lock may be taken (to add or count its
+    /// writers); never held across a system call.
     private let state = Mutex(State())
     /// Saves in progress; lets getattr skip the lock when there are none.
     private let saveCount = Atomic<Int>(0)

@@ -68,11 +68,7 @@ public final class FileSystem: Sendable {
         self.processes = processes
         self.events = EventHub()
         self.presenters = PresenterRegistry(isInTree: { pid, root in processes.isInTree(pid, rootedAt: root) })
-        self.claims = ClaimTable(passesThrough: { holder, requester in
-            // A process in the tree of an explicit claim's owner passes through that claim.
-            guard case .client(_, let root) = holder, case .process(let pid) = requester else { return false }
-            return processes.isInTree(pid, rootedAt: root)
-        })
+        self.claims = ClaimTable()
     }
 
     static func from(_ request: fuse_req_t) -> FileSystem {

@@ -82,7 +82,9 @@ final class Save: Sendable {
     }
 
     /// Guards the staged temp, the current descriptor, the target and the counters. Changes
-    /// hold it while they run, so one owner's writes never race a commit or a restage.
+    /// hold it while they run, so one owner's writes never race a commit or a restage. Lock
+    /// order 2 (Docs/LOCKING.md): held across this file's staging, writes and commit, which only
+    /// its owner waits for; while held, the node table's and nodes' backing locks may be taken.
     private let state: Mutex<State>
 
     /// A save of an existing file, reading `committed` until its first change.

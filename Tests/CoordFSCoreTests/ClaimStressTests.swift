@@ -80,10 +80,15 @@ private final class StressCounters: Sendable {
     static let passesThrough: @Sendable (ClaimOwner, ClaimOwner) -> Bool = { holder, requester in
         holder == client && requester == .process(1)
     }
+    /// What each owner brings along: process 1 descends from the claim's tree root (pid 1 itself).
+    static func lineage(of owner: ClaimOwner) -> ProcessLineage {
+        if case .process(let pid) = owner { return ProcessLineage([pid]) }
+        return .none
+    }
 
     @Test func randomRequestsNeverOverlapIncompatibly() throws {
         let seed = UInt64.random(in: 0...UInt64.max)
-        let table = ClaimTable(passesThrough: Self.passesThrough)
+        let table = ClaimTable()
         let checker = GrantChecker(passesThrough: Self.passesThrough)
         let counters = StressCounters()
         /// Guards the boxes of successfully cancelled waits, checked for silence at the end.
@@ -99,7 +104,7 @@ private final class StressCounters: Sendable {
                 /// One request, granted at once, after a wait, or not at all.
                 func obtain(_ requests: [ClaimRequest], _ owner: ClaimOwner) -> ClaimGrant? {
                     if random.next() % 10 == 0 {
-                        switch table.tryAcquire(requests, owner: owner) {
+                        switch table.tryAcquire(requests, owner: owner, lineage: Self.lineage(of: owner)) {
                         case .success(let grant):
                             checker.granted(grant)
                             counters.grantedAtOnce.add(1, ordering: .relaxed)
@@ -111,7 +116,7 @@ private final class StressCounters: Sendable {
                     }
                     let box = OutcomeBox()
                     let deadline = ContinuousClock.now + .microseconds(Int.random(in: 0...3000, using: &random))
-                    let attempt = table.acquire(requests, owner: owner, deadline: deadline) { outcome in
+                    let attempt = table.acquire(requests, owner: owner, lineage: Self.lineage(of: owner), deadline: deadline) { outcome in
                         if box.calls > 0 { checker.record(["a waiter of \(owner) was called twice"]) }
                         if let grant = outcome.grant { checker.granted(grant) }
                         box.callback(outcome)

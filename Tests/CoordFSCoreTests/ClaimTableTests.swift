@@ -104,30 +104,20 @@ private let allPairs = ClaimMode.allCases.flatMap { a in ClaimMode.allCases.map 
         #expect(table.snapshot().holders.isEmpty)
     }
 
-    @Test func processesInAnExplicitClaimsTreePassThrough() {
+    @Test func processesInAnExplicitClaimsTreePassThrough() throws {
         let client = ClaimOwner.client(1, processTree: 500)
-        let table = ClaimTable { holder, requester in
-            holder == client && requester == .process(501)
-        }
-        #expect(table.tryAcquire([request("/project", .exclusive)], owner: client).grant != nil)
-        #expect(table.tryAcquire([request("/project/src/main.c", .write)], owner: .process(501)).grant != nil)
-        #expect(table.tryAcquire([request("/project/src/main.c", .snapshotRead)], owner: .process(502)).grant == nil)
-    }
-
-    @Test func passThroughIsNotAskedWithoutAConflict() {
-        let asked = OrderLog()
-        let table = ClaimTable { holder, requester in
-            asked.append("\(holder) \(requester)")
-            return false
-        }
-        let reader = table.tryAcquire([request("/a", .snapshotRead)], owner: alice).grant
-        #expect(table.tryAcquire([request("/a", .write)], owner: bob).grant != nil)
-        #expect(table.tryAcquire([request("/a/b", .write)], owner: bob).grant != nil)
-        #expect(asked.entries.isEmpty, "compatible modes and the same owner never ask")
-        #expect(table.tryAcquire([request("/a", .write)], owner: alice).grant == nil)
-        #expect(!asked.entries.isEmpty)
-        #expect(asked.entries.allSatisfy { $0 == "pid 202 pid 101" }, "only the conflicting pair, holder first")
-        reader.map(table.release)
+        let table = ClaimTable()
+        #expect(!table.hasExplicitClaims)
+        let claim = try #require(table.tryAcquire([request("/project", .exclusive)], owner: client).grant)
+        #expect(table.hasExplicitClaims)
+        #expect(table.tryAcquire([request("/project/src/main.c", .write)], owner: .process(501),
+                                 lineage: ProcessLineage([501, 500, 1])).grant != nil)
+        #expect(table.tryAcquire([request("/project/src/main.c", .snapshotRead)], owner: .process(502),
+                                 lineage: ProcessLineage([502, 1])).grant == nil)
+        #expect(table.tryAcquire([request("/project/README", .snapshotRead)], owner: .process(501)).grant == nil,
+                "without its lineage a process is in no explicit claim's tree")
+        table.release(claim)
+        #expect(!table.hasExplicitClaims)
     }
 
     // MARK: All or nothing
@@ -293,11 +283,11 @@ private let allPairs = ClaimMode.allCases.flatMap { a in ClaimMode.allCases.map 
 
     @Test func aProcessUnderAnExplicitClaimSkipsTheQueue() throws {
         let client = ClaimOwner.client(9, processTree: 700)
-        let table = ClaimTable { holder, requester in holder == client && requester == .process(701) }
+        let table = ClaimTable()
         let claim = try #require(table.tryAcquire([request("/build", .exclusive)], owner: client).grant)
         let outsider = OutcomeBox()
         #expect(table.acquire([request("/build", .read)], owner: bob, box: outsider).ticket != nil)
-        #expect(table.tryAcquire([request("/build/out.o", .write)], owner: .process(701)).grant != nil,
+        #expect(table.tryAcquire([request("/build/out.o", .write)], owner: .process(701), lineage: ProcessLineage([701, 700])).grant != nil,
                 "the command run under the claim does not wait for those waiting for the claim")
         table.release(claim)
         #expect(outsider.outcome == nil, "the command's own write still holds")
@@ -379,14 +369,14 @@ private let allPairs = ClaimMode.allCases.flatMap { a in ClaimMode.allCases.map 
 
     @Test func aCommandUnderAnExplicitClaimPassesWaitersForThatClaim() throws {
         let client = ClaimOwner.client(3, processTree: 950)
-        let table = ClaimTable { holder, requester in holder == client && requester == .process(951) }
+        let table = ClaimTable()
         let claim = try #require(table.tryAcquire([request("/build", .exclusive)], owner: client).grant)
         let whole = OutcomeBox()
         #expect(table.acquire([request("/", .exclusive)], owner: bob, box: whole).ticket != nil)
         // The command writes outside the claimed folder: the waiter on / waits for the claim,
         // which waits for the command to end.
-        let write = try #require(table.tryAcquire([request("/src/x", .write)], owner: .process(951)).grant)
-        #expect(table.tryAcquire([request("/src/y", .write)], owner: .process(952)).grant == nil)
+        let write = try #require(table.tryAcquire([request("/src/x", .write)], owner: .process(951), lineage: ProcessLineage([951, 950])).grant)
+        #expect(table.tryAcquire([request("/src/y", .write)], owner: .process(952), lineage: ProcessLineage([952, 1])).grant == nil)
         [write, claim].forEach(table.release)
         #expect(whole.wait()?.grant.map(table.release) != nil)
         #expect(table.entryCount == 0)

@@ -41,6 +41,12 @@ import Testing
         #expect(facts.isInTree(getpid(), rootedAt: getppid()))
         #expect(facts.isInTree(getpid(), rootedAt: 1))
         #expect(!facts.isInTree(getppid(), rootedAt: getpid()))
+        let lineage = facts.lineage(of: getpid())
+        #expect(lineage.pids.first == getpid())
+        #expect(lineage.pids.dropFirst().first == getppid())
+        #expect(lineage.passesThrough(.client(1, processTree: getppid())))
+        #expect(!lineage.passesThrough(.client(1, processTree: 2_000_000_000)))
+        #expect(!lineage.passesThrough(.process(getppid())), "only explicit claims are passed through")
     }
 
     @Test func aChildIsInTheTreeAndHasItsName() throws {
@@ -57,6 +63,8 @@ import Testing
         #expect(facts.isInTree(pid, rootedAt: getpid()))
         #expect(facts.isInTree(pid, rootedAt: getppid()))
         #expect(!facts.isInTree(getpid(), rootedAt: pid))
+        #expect(facts.lineage(of: pid).passesThrough(.client(7, processTree: getpid())))
+        #expect(!facts.lineage(of: getpid()).passesThrough(.client(7, processTree: pid)))
         #expect(facts.threadGroup(of: pid) == pid)
         // The name changes to "sleep" at exec, which may come a moment after the spawn.
         var name = facts.name(of: pid)

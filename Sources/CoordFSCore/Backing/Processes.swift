@@ -9,6 +9,9 @@ import SystemPackage
 public final class ProcessFacts: Sendable {
     /// Thread id → thread-group id. Entries expire quickly because the kernel reuses ids.
     private let groups: ExpiringCache<Int32>
+    /// Process id → its lineage (itself, its parent, ... up to init). Parents change only when
+    /// one dies (the orphan is adopted), so a short validity is plenty.
+    private let lineages: ExpiringCache<ProcessLineage>
     /// Process id → name. Kept briefly (a name changes at exec): long enough that a burst of
     /// events from one process reads /proc once.
     private let names: ExpiringCache<String>
@@ -19,6 +22,7 @@ public final class ProcessFacts: Sendable {
 
     init(validity: Duration, capacity: Int) {
         self.groups = ExpiringCache(validity: validity, capacity: capacity)
+        self.lineages = ExpiringCache(validity: validity, capacity: capacity)
         self.names = ExpiringCache(validity: min(validity, .milliseconds(100)), capacity: capacity)
     }
 
@@ -32,6 +36,21 @@ public final class ProcessFacts: Sendable {
     /// A process that has gone, or whose chain reaches pid 1 or 0 first, is not in the tree.
     public func isInTree(_ pid: Int32, rootedAt ancestor: Int32) -> Bool {
         Self.isInTree(pid, rootedAt: ancestor)
+    }
+
+    /// The process and its ancestors, for the claim table to decide pass-through without
+    /// reading /proc under its lock. A process that is gone has the lineage `[pid]`.
+    public func lineage(of pid: Int32) -> ProcessLineage {
+        lineages.value(for: pid) {
+            var pids: [Int32] = [pid]
+            var current = pid
+            // Parent chains are short; the bound only guards against a chain that changes under us.
+            while pids.count < 4096, current > 1, let parent = Self.statusField(of: current, "PPid"), parent != current, parent > 0 {
+                pids.append(parent)
+                current = parent
+            }
+            return ProcessLineage(pids)
+        } ?? ProcessLineage([pid])
     }
 
     /// `isInTree` in the shape the presenter registry takes.

@@ -2,8 +2,8 @@
 public enum ClaimOwner: Hashable, Sendable, CustomStringConvertible {
     /// A process, by its thread-group id: all of its threads count as one owner.
     case process(Int32)
-    /// An explicit claim of a control-socket client, taken for the process tree rooted at a pid
-    /// (whether those processes pass through it is the table's `passesThrough` rule).
+    /// An explicit claim of a control-socket client, taken for the process tree rooted at a pid:
+    /// the processes of that tree pass through it (see `ProcessLineage`).
     case client(UInt64, processTree: Int32)
 
     public var description: String {
@@ -11,6 +11,30 @@ public enum ClaimOwner: Hashable, Sendable, CustomStringConvertible {
         case .process(let pid): return "pid \(pid)"
         case .client(let id, let root): return "client \(id) (for the tree of pid \(root))"
         }
+    }
+}
+
+/// The processes a requester descends from, itself first, up to init: read from /proc before
+/// the claim table is asked, so that the table decides who passes through an explicit claim
+/// without reading /proc under its lock (Docs/LOCKING.md, "The daemon's own locks").
+///
+/// Only a process needs one, and only while explicit claims exist (`ClaimTable.hasExplicitClaims`):
+/// `.none` stands for "in no explicit claim's tree".
+public struct ProcessLineage: Hashable, Sendable {
+    public let pids: [Int32]
+
+    public static let none = ProcessLineage([])
+
+    public init(_ pids: [Int32]) {
+        self.pids = pids
+    }
+
+    /// Whether a process of this lineage passes through a claim `holder` holds: a process in
+    /// the tree of an explicit claim's owner does.
+    @inline(__always)
+    public func passesThrough(_ holder: ClaimOwner) -> Bool {
+        guard !pids.isEmpty, case .client(_, let root) = holder else { return false }
+        return pids.contains(root)
     }
 }
 

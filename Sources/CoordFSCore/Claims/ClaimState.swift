@@ -1,11 +1,16 @@
 /// A waiter's callback and the outcome to give it, collected under the lock and run after it.
 typealias ClaimWakeup = (callback: @Sendable (ClaimWaitOutcome) -> Void, outcome: ClaimWaitOutcome)
 
+/// Who asks: the owner the claims will belong to, and the lineage that decides which explicit
+/// claims it passes through.
+struct Requester {
+    let owner: ClaimOwner
+    let lineage: ProcessLineage
+}
+
 /// The claim table's state and rules, with no locking and no threads: `ClaimTable` owns one
 /// behind its mutex, calls in with the lock held, and runs the wakeups it gets back after unlocking.
 struct ClaimState {
-    /// Asked, under the lock, whether `requester` may pass a conflicting claim of `holder`.
-    let passesThrough: @Sendable (_ holder: ClaimOwner, _ requester: ClaimOwner) -> Bool
     var trie = PathTrie()
     /// Queued requests by ticket.
     var waiters: [UInt64: Waiter] = [:]
@@ -14,23 +19,21 @@ struct ClaimState {
     var deadlines = DeadlineHeap()
     var nextTicket: UInt64 = 1
     var nextGrant: UInt64 = 1
-
-    init(passesThrough: @escaping @Sendable (_ holder: ClaimOwner, _ requester: ClaimOwner) -> Bool) {
-        self.passesThrough = passesThrough
-    }
+    /// Holds and waits of explicit (client) claims: while there are none, nobody can pass
+    /// through anything, and requesters need no lineage.
+    var explicitEntries = 0
 
     // MARK: The conflict rule
 
     /// Whether a claim `held` by `holder` stands in the way of `requester` asking for `wanted`
-    /// on an overlapping path. The owner test comes first: it is the cheap one, and it keeps
-    /// `passesThrough` (caller-supplied) out of every uncontended path.
+    /// on an overlapping path. The owner test comes first: it is the cheap one.
     @inline(__always)
-    func conflicts(_ holder: ClaimOwner, _ held: ClaimMode, _ requester: ClaimOwner, _ wanted: ClaimMode) -> Bool {
-        holder != requester && !held.isCompatible(with: wanted) && !passesThrough(holder, requester)
+    func conflicts(_ holder: ClaimOwner, _ held: ClaimMode, _ requester: Requester, _ wanted: ClaimMode) -> Bool {
+        holder != requester.owner && !held.isCompatible(with: wanted) && !requester.lineage.passesThrough(holder)
     }
 
     /// Whether some granted claim conflicts with one of `requests`.
-    func isHeldAgainst(_ requests: [ClaimRequest], by owner: ClaimOwner) -> Bool {
+    func isHeldAgainst(_ requests: [ClaimRequest], by owner: Requester) -> Bool {
         for request in requests {
             let blocked = trie.anyOverlapping(request.path, .holds) { entry in
                 entry.holds.contains { conflicts($0.owner, $0.mode, owner, request.mode) }
@@ -42,7 +45,7 @@ struct ClaimState {
 
     /// Whether a waiter that arrived before `ticket`, and of which `counts` is true, conflicts
     /// with one of `requests`.
-    func isQueuedAgainst(_ requests: [ClaimRequest], by owner: ClaimOwner, before ticket: UInt64,
+    func isQueuedAgainst(_ requests: [ClaimRequest], by owner: Requester, before ticket: UInt64,
                          where counts: (Waiter) -> Bool = { _ in true }) -> Bool {
         for request in requests {
             let blocked = trie.anyOverlapping(request.path, .waits) { entry in
@@ -59,10 +62,10 @@ struct ClaimState {
     /// `requests`. Such an owner may be inside a protocol that others queue behind (a second
     /// open of a file it writes, a program run under an explicit claim): making it queue behind
     /// them would make it wait for itself.
-    func isAlreadyInside(_ requests: [ClaimRequest], owner: ClaimOwner) -> Bool {
+    func isAlreadyInside(_ requests: [ClaimRequest], owner: Requester) -> Bool {
         for request in requests {
             let inside = trie.anyOverlapping(request.path, .holds) { entry in
-                entry.holds.contains { $0.owner == owner || passesThrough($0.owner, owner) }
+                entry.holds.contains { $0.owner == owner.owner || owner.lineage.passesThrough($0.owner) }
             }
             if inside { return true }
         }
@@ -79,25 +82,25 @@ struct ClaimState {
     /// queue edges only point to earlier waiters, so the search has no cycles. A waiter's own
     /// right to skip waiters that wait for its owner is not modelled: at worst that counts a
     /// waiter as waiting for `owner` when it does not (the requester then goes a little early).
-    func waits(_ waiter: Waiter, for owner: ClaimOwner, answers: inout [UInt64: Bool]) -> Bool {
+    func waits(_ waiter: Waiter, for owner: Requester, answers: inout [UInt64: Bool]) -> Bool {
         if let known = answers[waiter.ticket] { return known }
         let answer = computeWaits(waiter, for: owner, answers: &answers)
         answers[waiter.ticket] = answer
         return answer
     }
 
-    private func computeWaits(_ waiter: Waiter, for owner: ClaimOwner, answers: inout [UInt64: Bool]) -> Bool {
+    private func computeWaits(_ waiter: Waiter, for owner: Requester, answers: inout [UInt64: Bool]) -> Bool {
         for request in waiter.requests {
             let held = trie.anyOverlapping(request.path, .holds) { entry in
                 entry.holds.contains {
-                    conflicts($0.owner, $0.mode, waiter.owner, request.mode)
-                        && ($0.owner == owner || passesThrough($0.owner, owner))
+                    conflicts($0.owner, $0.mode, waiter.requester, request.mode)
+                        && ($0.owner == owner.owner || owner.lineage.passesThrough($0.owner))
                 }
             }
             if held { return true }
         }
-        if isAlreadyInside(waiter.requests, owner: waiter.owner) { return false }
-        return isQueuedAgainst(waiter.requests, by: waiter.owner, before: waiter.ticket) { earlier in
+        if isAlreadyInside(waiter.requests, owner: waiter.requester) { return false }
+        return isQueuedAgainst(waiter.requests, by: waiter.requester, before: waiter.ticket) { earlier in
             waits(earlier, for: owner, answers: &answers) // an earlier waiter that waits for `owner`
         }
     }
@@ -107,7 +110,7 @@ struct ClaimState {
     /// already inside an overlapping claim is checked against granted claims only, and a
     /// waiter that itself waits for the requester does not count. `ticket` is the request's
     /// own (`.max` for a new one).
-    func isBlocked(_ requests: [ClaimRequest], owner: ClaimOwner, ticket: UInt64) -> Bool {
+    func isBlocked(_ requests: [ClaimRequest], owner: Requester, ticket: UInt64) -> Bool {
         if isHeldAgainst(requests, by: owner) { return true }
         let othersQueued = waiters.count > (ticket == .max ? 0 : 1)
         guard othersQueued, isQueuedAgainst(requests, by: owner, before: ticket) else { return false }
@@ -120,7 +123,7 @@ struct ClaimState {
 
     /// The granted claims that conflict with `requests`; when there are none (the request only
     /// queues behind earlier waiters), the granted claims those waiters wait for. For messages.
-    func blockers(of requests: [ClaimRequest], owner: ClaimOwner, ticket: UInt64) -> [ClaimHolder] {
+    func blockers(of requests: [ClaimRequest], owner: Requester, ticket: UInt64) -> [ClaimHolder] {
         var found: [Hold] = []
         collectConflictingHolds(requests, owner, into: &found)
         if found.isEmpty {
@@ -128,7 +131,7 @@ struct ClaimState {
                 _ = trie.anyOverlapping(request.path, .waits) { entry in
                     for wait in entry.waits
                     where wait.waiter.ticket < ticket && conflicts(wait.waiter.owner, wait.mode, owner, request.mode) {
-                        collectConflictingHolds(wait.waiter.requests, wait.waiter.owner, into: &found)
+                        collectConflictingHolds(wait.waiter.requests, wait.waiter.requester, into: &found)
                     }
                     return false
                 }
@@ -137,7 +140,7 @@ struct ClaimState {
         return found.map(\.holder)
     }
 
-    private func collectConflictingHolds(_ requests: [ClaimRequest], _ owner: ClaimOwner, into found: inout [Hold]) {
+    private func collectConflictingHolds(_ requests: [ClaimRequest], _ owner: Requester, into found: inout [Hold]) {
         for request in requests {
             _ = trie.anyOverlapping(request.path, .holds) { entry in
                 for hold in entry.holds where conflicts(hold.owner, hold.mode, owner, request.mode) {
@@ -161,6 +164,7 @@ struct ClaimState {
             let entry = trie.entryForAdding(request.path, .holds)
             entry.holds.append(Hold(grant: id, mode: request.mode, owner: owner, path: request.path, since: now))
         }
+        if case .client = owner { explicitEntries += requests.count }
         return ClaimGrant(id: id, owner: owner, requests: requests)
     }
 
@@ -168,6 +172,7 @@ struct ClaimState {
     mutating func removeHold(_ grant: UInt64, at path: MountPath) -> Bool {
         guard let entry = trie.existingEntry(path),
               let index = entry.holds.firstIndex(where: { $0.grant == grant }) else { return false }
+        if case .client = entry.holds[index].owner { explicitEntries -= 1 }
         entry.holds.swapAt(index, entry.holds.count - 1)
         entry.holds.removeLast()
         trie.itemRemoved(from: entry, .holds)
@@ -175,16 +180,17 @@ struct ClaimState {
     }
 
     /// Queues a request: one wait per path in the trie, plus the waiter map and the deadline heap.
-    mutating func enqueue(_ requests: [ClaimRequest], owner: ClaimOwner, deadline: ContinuousClock.Instant,
+    mutating func enqueue(_ requests: [ClaimRequest], owner: Requester, deadline: ContinuousClock.Instant,
                           onOutcome: @escaping @Sendable (ClaimWaitOutcome) -> Void) -> Waiter {
-        let waiter = Waiter(ticket: nextTicket, owner: owner, requests: requests, since: .now,
+        let waiter = Waiter(ticket: nextTicket, requester: owner, requests: requests, since: .now,
                             deadline: deadline, onOutcome: onOutcome)
         nextTicket += 1
+        if case .client = owner.owner { explicitEntries += 1 }
         for request in requests {
             trie.entryForAdding(request.path, .waits).waits.append(Wait(waiter: waiter, mode: request.mode))
         }
         waiters[waiter.ticket] = waiter
-        waitersByOwner[owner, default: []].append(waiter)
+        waitersByOwner[owner.owner, default: []].append(waiter)
         deadlines.insert(waiter)
         return waiter
     }
@@ -193,6 +199,7 @@ struct ClaimState {
     mutating func dequeue(_ waiter: Waiter) {
         waiter.isWaiting = false
         waiters[waiter.ticket] = nil
+        if case .client = waiter.owner { explicitEntries -= 1 }
         if var sameOwner = waitersByOwner.removeValue(forKey: waiter.owner) {
             sameOwner.removeAll { $0 === waiter }
             if !sameOwner.isEmpty { waitersByOwner[waiter.owner] = sameOwner }
@@ -224,7 +231,7 @@ struct ClaimState {
         if let grantee { addCandidates(affectedByGrantTo: grantee, to: &candidates) }
         while let waiter = candidates.popLast() {
             waiter.isCandidate = false
-            guard waiter.isWaiting, !isBlocked(waiter.requests, owner: waiter.owner, ticket: waiter.ticket) else { continue }
+            guard waiter.isWaiting, !isBlocked(waiter.requests, owner: waiter.requester, ticket: waiter.ticket) else { continue }
             dequeue(waiter)
             let grant = grant(waiter.requests, owner: waiter.owner)
             wakeups.append((waiter.onOutcome, .granted(grant)))
@@ -265,7 +272,7 @@ struct ClaimState {
     mutating func expire(now: ContinuousClock.Instant, into wakeups: inout [ClaimWakeup]) {
         var freed: [MountPath] = []
         while let waiter = deadlines.first, waiter.deadline <= now {
-            let blockers = blockers(of: waiter.requests, owner: waiter.owner, ticket: waiter.ticket)
+            let blockers = blockers(of: waiter.requests, owner: waiter.requester, ticket: waiter.ticket)
             dequeue(waiter)
             wakeups.append((waiter.onOutcome, .timedOut(blockers: blockers)))
             freed.append(contentsOf: waiter.requests.lazy.map(\.path))

@@ -18,17 +18,34 @@ public final class ClaimTable: Sendable {
     }
 
     /// Guards the claim state (trie, queue, deadline heap, counters) and the timer's arming.
+    /// A leaf lock (Docs/LOCKING.md): callbacks run after it is released, and nothing it runs
+    /// reads /proc or the backing (pass-through is decided from `ProcessLineage`).
     /// Sendable: `Mutex` is; the classes inside are touched only with it held.
     private let locked: Mutex<Locked>
     /// Where the timer's handler runs.
     private let timerQueue = DispatchQueue(label: "coordfs.claims.deadlines")
 
-    /// `passesThrough(holder, requester)`: asked only when two different owners conflict (and,
-    /// when a request would queue behind a waiter, whether its owner passes through a claim it
-    /// overlaps); true lets the requester pass. It runs under the table's lock: it must be
-    /// quick and must not call into the table. Default: never.
-    public init(passesThrough: @escaping @Sendable (_ holder: ClaimOwner, _ requester: ClaimOwner) -> Bool = { _, _ in false }) {
-        locked = Mutex(Locked(claims: ClaimState(passesThrough: passesThrough)))
+    /// Explicit (client) holds and waits: read without the lock, to skip reading a requester's
+    /// lineage from /proc while there are none.
+    private let explicitEntries = Atomic<Int>(0)
+
+    public init() {
+        locked = Mutex(Locked(claims: ClaimState()))
+    }
+
+    /// Whether explicit claims are held or waited for: only then can a process pass through
+    /// anything, so only then does a requester's `ProcessLineage` matter. A claim granted just
+    /// after a requester read false is one taken after the request, which its tree's processes
+    /// (started under it) never make.
+    public var hasExplicitClaims: Bool { explicitEntries.load(ordering: .relaxed) > 0 }
+
+    /// Runs `body` on the state under the lock, then publishes the explicit-claim count.
+    private func withState<R>(_ body: (inout Locked) -> R) -> R {
+        locked.withLock { locked in
+            let result = body(&locked)
+            explicitEntries.store(locked.claims.explicitEntries, ordering: .relaxed)
+            return result
+        }
     }
 
     deinit {
@@ -37,10 +54,12 @@ public final class ClaimTable: Sendable {
 
     /// Grants now, or returns the holders that conflict. Never queues. It follows the same rule
     /// as `acquire`, so it also fails when the request would have to queue behind an earlier waiter.
-    public func tryAcquire(_ requests: [ClaimRequest], owner: ClaimOwner) -> Result<ClaimGrant, ClaimConflict> {
-        let (result, wakeups) = locked.withLock { locked -> (Result<ClaimGrant, ClaimConflict>, [ClaimWakeup]) in
-            if locked.claims.isBlocked(requests, owner: owner, ticket: .max) {
-                let blockers = locked.claims.blockers(of: requests, owner: owner, ticket: .max)
+    /// `lineage`: the requesting process's, read before asking (see `ProcessLineage`).
+    public func tryAcquire(_ requests: [ClaimRequest], owner: ClaimOwner, lineage: ProcessLineage = .none) -> Result<ClaimGrant, ClaimConflict> {
+        let requester = Requester(owner: owner, lineage: lineage)
+        let (result, wakeups) = withState { locked -> (Result<ClaimGrant, ClaimConflict>, [ClaimWakeup]) in
+            if locked.claims.isBlocked(requests, owner: requester, ticket: .max) {
+                let blockers = locked.claims.blockers(of: requests, owner: requester, ticket: .max)
                 return (.failure(ClaimConflict(blockers: blockers)), [])
             }
             var wakeups: [ClaimWakeup] = []
@@ -56,17 +75,19 @@ public final class ClaimTable: Sendable {
     /// is called exactly once, later, outside the lock, with `.granted` or, at `deadline`,
     /// `.timedOut` — unless `cancel` takes the waiter out first. The call may come before this
     /// method has returned the ticket (another thread may free the request at once).
-    public func acquire(_ requests: [ClaimRequest], owner: ClaimOwner, deadline: ContinuousClock.Instant,
+    public func acquire(_ requests: [ClaimRequest], owner: ClaimOwner, lineage: ProcessLineage = .none,
+                        deadline: ContinuousClock.Instant,
                         onOutcome: @escaping @Sendable (ClaimWaitOutcome) -> Void) -> ClaimAttempt {
-        let (attempt, wakeups) = locked.withLock { locked -> (ClaimAttempt, [ClaimWakeup]) in
-            if !locked.claims.isBlocked(requests, owner: owner, ticket: .max) {
+        let requester = Requester(owner: owner, lineage: lineage)
+        let (attempt, wakeups) = withState { locked -> (ClaimAttempt, [ClaimWakeup]) in
+            if !locked.claims.isBlocked(requests, owner: requester, ticket: .max) {
                 var wakeups: [ClaimWakeup] = []
                 let grant = locked.claims.grant(requests, owner: owner)
                 // A grant only adds claims, but it can let waiters of the same owner skip the queue.
                 locked.claims.wake(overlapping: requests.lazy.map(\.path), grantee: owner, into: &wakeups)
                 return (.granted(grant), wakeups)
             }
-            let waiter = locked.claims.enqueue(requests, owner: owner, deadline: deadline, onOutcome: onOutcome)
+            let waiter = locked.claims.enqueue(requests, owner: requester, deadline: deadline, onOutcome: onOutcome)
             arm(&locked)
             return (.waiting(ClaimWaitTicket(id: waiter.ticket)), [])
         }
@@ -78,7 +99,7 @@ public final class ClaimTable: Sendable {
     /// False when it was already granted or timed out (its callback has run or is running).
     @discardableResult
     public func cancel(_ ticket: ClaimWaitTicket) -> Bool {
-        let (removed, wakeups) = locked.withLock { locked -> (Bool, [ClaimWakeup]) in
+        let (removed, wakeups) = withState { locked -> (Bool, [ClaimWakeup]) in
             guard let waiter = locked.claims.waiters[ticket.id] else { return (false, []) }
             locked.claims.dequeue(waiter)
             var wakeups: [ClaimWakeup] = []
@@ -92,7 +113,7 @@ public final class ClaimTable: Sendable {
     /// Releases a grant (a second release does nothing) and wakes the waiters that can now go,
     /// after unlocking.
     public func release(_ grant: ClaimGrant) {
-        let wakeups = locked.withLock { locked -> [ClaimWakeup] in
+        let wakeups = withState { locked -> [ClaimWakeup] in
             var released = false
             for request in grant.requests {
                 if locked.claims.removeHold(grant.id, at: request.path) { released = true }
@@ -110,7 +131,7 @@ public final class ClaimTable: Sendable {
     /// them, returning their tickets: what a control-socket client's disconnect does.
     @discardableResult
     public func releaseAll(of owner: ClaimOwner) -> [ClaimWaitTicket] {
-        let (tickets, wakeups) = locked.withLock { locked -> ([ClaimWaitTicket], [ClaimWakeup]) in
+        let (tickets, wakeups) = withState { locked -> ([ClaimWaitTicket], [ClaimWakeup]) in
             var held: [Hold] = []
             locked.claims.trie.forEachEntry { entry in
                 held.append(contentsOf: entry.holds.lazy.filter { $0.owner == owner })
@@ -180,7 +201,7 @@ public final class ClaimTable: Sendable {
 
     /// The timer fired: time out what is due, wake what that frees, set the timer for the next.
     private func expireWaiters() {
-        let wakeups = locked.withLock { locked -> [ClaimWakeup] in
+        let wakeups = withState { locked -> [ClaimWakeup] in
             locked.armedFor = nil
             var wakeups: [ClaimWakeup] = []
             locked.claims.expire(now: .now, into: &wakeups)

@@ -20,7 +20,9 @@ struct Wait {
 final class Waiter {
     /// Arrival order: an earlier waiter has a smaller ticket.
     let ticket: UInt64
-    let owner: ClaimOwner
+    /// Its owner, with the lineage it was asked with (see `ProcessLineage`).
+    let requester: Requester
+    var owner: ClaimOwner { requester.owner }
     let requests: [ClaimRequest]
     let since: ContinuousClock.Instant
     let deadline: ContinuousClock.Instant
@@ -33,10 +35,10 @@ final class Waiter {
     /// True while it sits in the set of waiters to look at again (so it is added once).
     @exclusivity(unchecked) var isCandidate = false
 
-    init(ticket: UInt64, owner: ClaimOwner, requests: [ClaimRequest], since: ContinuousClock.Instant,
+    init(ticket: UInt64, requester: Requester, requests: [ClaimRequest], since: ContinuousClock.Instant,
          deadline: ContinuousClock.Instant, onOutcome: @escaping @Sendable (ClaimWaitOutcome) -> Void) {
         self.ticket = ticket
-        self.owner = owner
+        self.requester = requester
         self.requests = requests
         self.since = since
         self.deadline = deadline

@@ -84,7 +84,7 @@ public final class EventHub: Sendable {
     }
 
     /// Guards `State` and every subscription's queue, filter path and counters: one lock, so a
-    /// publish takes exactly one.
+    /// publish takes exactly one. A leaf lock (Docs/LOCKING.md): subscribers are woken outside it.
     fileprivate let state = Mutex(State())
     /// Grows whenever a directory is created, moved, deleted or has its attributes changed:
     /// whoever caches permission decisions about directories drops them when it moves.

@@ -34,7 +34,8 @@ public final class Node: @unchecked Sendable {
     public let directory: Int32
     /// Guards which backing object the node stands for (replaced only by commits of files) and
     /// how many open handles may read through descriptors of their own: both change together,
-    /// so a commit knows whether anyone could still read the version it replaces.
+    /// so a commit knows whether anyone could still read the version it replaces. Lock order 4
+    /// (Docs/LOCKING.md): the last; nothing is taken while it is held.
     private let current: Mutex<Current>
 
     private struct Current {
@@ -148,7 +149,9 @@ public final class NodeTable: Sendable {
     }
 
     public let root: Node
-    /// Guards every node's lookup count, parent, name and unlinked flag, and both maps.
+    /// Guards every node's lookup count, parent, name and unlinked flag, and the maps. Lock
+    /// order 3 (Docs/LOCKING.md): while held, only nodes' backing locks may be taken; never
+    /// held across a system call (link counts are read outside it, see `settleLinks`).
     private let state: Mutex<State>
 
     /// Creates the table around the backing root, given as an `O_PATH` descriptor.

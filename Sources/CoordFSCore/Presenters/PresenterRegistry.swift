@@ -63,7 +63,8 @@ public final class PresenterRegistry: Sendable {
         var nextRequestID: UInt64 = 1
     }
 
-    /// Guards every registration's mutable fields, the list of registrations and the open requests.
+    /// Guards every registration's mutable fields, the list of registrations and the open
+    /// requests. A leaf lock (Docs/LOCKING.md): presenters are told, and /proc is read, outside it.
     private let state = Mutex(State())
     /// How many registrations answer each kind (and in all); written under `state`, read without it.
     private let saveCount = Atomic<Int>(0)
