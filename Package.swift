@@ -26,7 +26,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
     ],
     targets: [
-        // The libfuse shim: FUSE_USE_VERSION and static inline wrappers, nothing else.
+        // The libfuse shim: FUSE_USE_VERSION, static inline wrappers, and the INIT patch that
+        // asks for shared mappings of direct-I/O files (cfuse.c).
         .target(
             name: "CFuse",
             linkerSettings: [.linkedLibrary("fuse3")]

@@ -14,9 +14,15 @@ import CoordFSCore
 /// Not Sendable on its own: only touched under `ActivityRegistry`'s lock.
 final class FileActivity {
     var save: Save?
+    /// The save's owner mapped the file: the kernel's page cache, which every mapping and
+    /// cached reader of the file shares, holds the save's pages (see `pageCacheSource`).
+    var saveIsMapped = false
     /// Open handles reading through the page cache, by owner.
     var cachedReaderOwners: [ClaimOwner: Int] = [:]
     var cachedReaders = 0
+    /// The version the cached readers read (they all read the same one), while any is open.
+    var cachedVersion: SharedDescriptor?
+    var cachedVersionIdentity: FileIdentity?
     /// The page cache may hold pages of a version older than the committed one.
     var cacheIsStale = false
 
@@ -51,6 +57,8 @@ final class ActivityRegistry: Sendable {
 
     /// Files whose page cache may hold an older version.
     private let staleCount = Atomic<Int>(0)
+    /// Saves whose owner mapped the file; lets reads and lookups skip the lock when there are none.
+    private let mappedSaveCount = Atomic<Int>(0)
 
     var hasSaves: Bool { saveCount.load(ordering: .relaxed) > 0 }
 
@@ -116,6 +124,10 @@ final class ActivityRegistry: Sendable {
             guard let activity = state.files[save.node.id], activity.save === save, save.hasNoWriters else { return }
             activity.save = nil
             saveCount.subtract(1, ordering: .relaxed)
+            if activity.saveIsMapped {
+                activity.saveIsMapped = false
+                mappedSaveCount.subtract(1, ordering: .relaxed)
+            }
             Self.dropPendingNames(of: save, in: &state, count: pendingNameCount)
             if activity.isIdle { state.files[save.node.id] = nil }
         }
@@ -148,19 +160,71 @@ final class ActivityRegistry: Sendable {
         }
     }
 
+    // MARK: Mapped saves
+
+    /// A handle of `save` filled the kernel's page cache: its owner mapped the file, and the
+    /// cache follows the save from now on. True the first time for the save in force.
+    func noteMapped(_ save: Save) -> Bool {
+        guard hasSaves else { return false }
+        return state.withLock { state in
+            guard let activity = state.files[save.node.id], activity.save === save, !activity.saveIsMapped else { return false }
+            activity.saveIsMapped = true
+            mappedSaveCount.add(1, ordering: .relaxed)
+            return true
+        }
+    }
+
+    /// The node's pending save, when its owner mapped the file.
+    func mappedSave(of node: Node) -> Save? {
+        guard mappedSaveCount.load(ordering: .relaxed) > 0 else { return nil }
+        return state.withLock { state in
+            guard let activity = state.files[node.id], activity.saveIsMapped else { return nil }
+            return activity.save
+        }
+    }
+
     // MARK: Page-cache readers
 
-    /// Registers a reader of the committed version; true when it may use the page cache.
-    func openReader(of node: Node, owner: ClaimOwner) -> Bool {
+    /// Registers a reader of the committed version, which it reads through `version`; true
+    /// when it may use the page cache.
+    func openReader(of node: Node, owner: ClaimOwner, version: SharedDescriptor, identity: FileIdentity) -> Bool {
         state.withLock { state in
             let activity = state.files[node.id] ?? FileActivity()
             state.files[node.id] = activity
             // During a save, or while older readers hold the cache, read around the cache.
             if activity.cacheIsStale || activity.save != nil { return false }
-            activity.cachedReaders += 1
-            activity.cachedReaderOwners[owner, default: 0] += 1
+            Self.countCachedReader(activity, owner: owner, version: version, identity: identity)
             return true
         }
+    }
+
+    /// A reader around the page cache filled it (it mapped the file): when it reads the version
+    /// the cache stands for, it counts as a cached reader from now on (`joined` is set, once),
+    /// and true is the answer. `identity` is its version's; `current` the node's backing's.
+    func joinCachedReaders(_ node: Node, owner: ClaimOwner, version: SharedDescriptor, identity: FileIdentity,
+                           current: FileIdentity, joined: borrowing Atomic<Bool>) -> Bool {
+        state.withLock { state in
+            if joined.load(ordering: .relaxed) { return true }
+            let activity = state.files[node.id] ?? FileActivity()
+            state.files[node.id] = activity
+            let cacheVersion = activity.cachedReaders > 0 ? activity.cachedVersionIdentity : activity.cacheIsStale ? nil : current
+            guard !activity.saveIsMapped, cacheVersion == identity else {
+                if activity.isIdle { state.files[node.id] = nil }
+                return false
+            }
+            Self.countCachedReader(activity, owner: owner, version: version, identity: identity)
+            joined.store(true, ordering: .relaxed)
+            return true
+        }
+    }
+
+    private static func countCachedReader(_ activity: FileActivity, owner: ClaimOwner, version: SharedDescriptor, identity: FileIdentity) {
+        if activity.cachedReaders == 0 {
+            activity.cachedVersion = version
+            activity.cachedVersionIdentity = identity
+        }
+        activity.cachedReaders += 1
+        activity.cachedReaderOwners[owner, default: 0] += 1
     }
 
     /// A cached reader closed; true when the page cache must now be dropped (it may hold an
@@ -170,6 +234,10 @@ final class ActivityRegistry: Sendable {
         state.withLock { state in
             guard let activity = state.files[node.id] else { return false }
             activity.cachedReaders -= 1
+            if activity.cachedReaders == 0 {
+                activity.cachedVersion = nil
+                activity.cachedVersionIdentity = nil
+            }
             if let count = activity.cachedReaderOwners[owner] {
                 activity.cachedReaderOwners[owner] = count > 1 ? count - 1 : nil
             }
@@ -177,6 +245,11 @@ final class ActivityRegistry: Sendable {
             if activity.isIdle { state.files[node.id] = nil }
             return mustDrop
         }
+    }
+
+    /// The version the node's cached readers read, while any is open.
+    func cachedVersion(of node: Node) -> SharedDescriptor? {
+        state.withLock { $0.files[node.id]?.cachedVersion }
     }
 
     /// A commit replaced the node's version: until the kernel has dropped the cache and every

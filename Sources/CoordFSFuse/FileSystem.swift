@@ -124,7 +124,7 @@ public final class FileSystem: Sendable {
         var entry = fuse_entry_param()
         entry.ino = fuse_ino_t(node.id)
         entry.generation = 0
-        entry.attr = status
+        entry.attr = attributesForKernel(node, status)
         entry.attr_timeout = activity.needsFreshAttributes(node) ? 0 : options.attributeTimeout
         entry.entry_timeout = options.entryTimeout
         return entry

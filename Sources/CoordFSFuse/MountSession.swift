@@ -113,6 +113,12 @@ public final class MountSession {
             fuse_remove_signal_handlers(session)
             throw MountFailure("cannot mount \(mountpoint) (see the message above)")
         }
+        // Before the loop reads the kernel's INIT: lets programs map files being saved shared.
+        let custom = cfuse_session_ask_for_shared_mmap(session)
+        if custom != 0 {
+            logger.warning("cannot watch the INIT exchange; shared mappings of files being saved will fail with ENODEV",
+                           metadata: ["error": "\(Errno(rawValue: -custom))"])
+        }
         logger.info("mounted", metadata: ["backing": "\(backing)", "mountpoint": "\(mountpoint)"])
     }
 

@@ -97,6 +97,10 @@ extension FileSystem {
         if leftToUs && !Syscall.threadsHaveOwnCreationMasks() {
             logger.warning("this system refuses unshare(CLONE_FS): new files get the creator's umask even in directories with a default ACL")
         }
+        if cfuse_kernel_offers_shared_mmap() == 0 {
+            // Before Linux 6.6: the INIT reply cannot allow it (see Sources/CFuse/cfuse.c).
+            logger.notice("this kernel refuses shared mappings of files served with direct I/O: mmap(MAP_SHARED) of a file during a save fails with ENODEV")
+        }
         connection.pointee.want = wanted
         connection.pointee.time_gran = 1
         logger.debug("negotiated kernel features", metadata: ["offered": "\(String(offered, radix: 16))", "wanted": "\(String(wanted, radix: 16))"])

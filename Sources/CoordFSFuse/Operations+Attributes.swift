@@ -56,6 +56,11 @@ extension FileSystem {
     func getattr(_ request: fuse_req_t, _ id: fuse_ino_t, _ file: UnsafeMutablePointer<fuse_file_info>?) {
         do throws(Errno) {
             let node = try node(id)
+            if node.isRegularFile, var status = mappedSaveAttributes(of: node) {
+                // Whoever asks, and for whichever handle (see `pageCacheSource`).
+                fuse_reply_attr(request, &status, 0)
+                return
+            }
             if let file, let handle = OpenFile.borrow(file), node.isRegularFile {
                 // The kernel asks on behalf of an open file (before it reads through the page
                 // cache): the size of the version that handle reads.
@@ -86,17 +91,25 @@ extension FileSystem {
             let current = save.current
             var status = try withExtendedLifetime(current) { () throws(Errno) -> stat in try Syscall.stat(current.raw) }
             if save.target.exists, activity.hasCachedReaders(save.node, besides: requester) {
-                // The kernel keeps one size per inode and clamps page-cache reads to it: while
-                // readers of the committed version read through the cache, the size the kernel
-                // hears stays the committed one (the owner's reads and writes are unaffected).
-                let committed = try attributes(of: save.node)
-                status.st_size = committed.st_size
-                status.st_blocks = committed.st_blocks
+                try keepCommittedSize(of: save.node, in: &status)
             }
             return status
         }
         if !save.target.exists { throw .noSuchFileOrDirectory }
         return try attributes(of: save.node)
+    }
+
+    /// The kernel keeps one size per inode, which the reply about a save sets for everyone: while
+    /// readers of the committed version read through the page cache, it must not fall below
+    /// the committed size, or their mappings would die of SIGBUS beyond it. (Their reads ask
+    /// for their own handle's size first; the owner's reads and writes bypass the cache.) A
+    /// larger size is the owner's, which a mapping of its own needs.
+    private func keepCommittedSize(of node: Node, in status: inout stat) throws(Errno) {
+        let committed = try attributes(of: node)
+        if committed.st_size > status.st_size {
+            status.st_size = committed.st_size
+            status.st_blocks = committed.st_blocks
+        }
     }
 
     func setattr(_ request: fuse_req_t, _ id: fuse_ino_t, _ wanted: UnsafeMutablePointer<stat>, _ fields: Int32, _ file: UnsafeMutablePointer<fuse_file_info>?) {
@@ -120,13 +133,10 @@ extension FileSystem {
                 var status: stat
                 if let save {
                     try changeAttributes(through: save, wanted.value, fields)
-                    // The kernel applies the reply's size to the inode everyone shares: keep the
-                    // committed size there (the owner's own stat asks again and gets its own).
-                    if save.target.exists {
-                        status = try attributes(of: node)
-                    } else {
-                        let current = save.current
-                        status = try withExtendedLifetime(current) { () throws(Errno) -> stat in try Syscall.stat(current.raw) }
+                    let current = save.current
+                    status = try withExtendedLifetime(current) { () throws(Errno) -> stat in try Syscall.stat(current.raw) }
+                    if save.target.exists, activity.hasCachedReaders(node, besides: save.owner) {
+                        try keepCommittedSize(of: node, in: &status)
                     }
                 } else {
                     try changeAttributes(of: node, handle: handle, wanted.value, fields)
@@ -137,6 +147,7 @@ extension FileSystem {
                     publish(onlySize ? .changed : .attributes, origin: origin, path: path, isDirectory: node.isDirectory,
                             size: node.isRegularFile ? Int64(status.st_size) : nil)
                 }
+                status = attributesForKernel(node, status)
                 fuse_reply_attr(pending.raw, &status, save == nil ? options.attributeTimeout : 0)
             } catch {
                 reply(pending.raw, error: error)

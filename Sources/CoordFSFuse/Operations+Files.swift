@@ -23,6 +23,9 @@ final class OpenFile: KernelHandle, Sendable {
     let wroteInPlace = Atomic<Bool>(false)
     /// The owner, for a reader of the committed version counted among the page-cache readers.
     let cachedReader: ClaimOwner?
+    /// Set when a reader around the page cache mapped the file and was counted among the
+    /// page-cache readers from then on (see `pageCacheSource`).
+    let joinedCachedReaders = Atomic<Bool>(false)
     /// Who opened it: the origin of changes that land at its release.
     let origin: ChangeOrigin
     /// Presenters that stepped aside for this open, told to reacquire at its release.
@@ -184,9 +187,9 @@ extension FileSystem {
                 }
                 if !save.target.exists { throw .noSuchFileOrDirectory } // created, not committed yet
             }
-            let descriptor = try reopen(node, flags: backingFlags(flags))
-            let cached = activity.openReader(of: node, owner: reader)
-            return OpenFile(counted, own: SharedDescriptor(descriptor), save: nil, isWriter: false, appends: false,
+            let descriptor = SharedDescriptor(try reopen(node, flags: backingFlags(flags)))
+            let cached = activity.openReader(of: node, owner: reader, version: descriptor, identity: node.identity)
+            return OpenFile(counted, own: descriptor, save: nil, isWriter: false, appends: false,
                             usesPageCache: cached, grant: grant, origin: origin, cachedReader: cached ? reader : nil)
         }
     }
@@ -386,8 +389,10 @@ extension FileSystem {
 
     func read(_ request: fuse_req_t, _ size: Int, _ offset: off_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
         guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
+        // The kernel names the reader's files table in a read(2) that goes around the page
+        // cache, and nobody in a read that fills it (a cached handle's read, a mapping's fault).
+        let source = file.pointee.lock_owner == 0 ? pageCacheSource(for: handle) : handle.readable
         notifier?.notePages(of: handle.node.id) // whatever the handle, the reply may fill a page (see `KernelNotifier`)
-        let source = handle.readable
         _ = withExtendedLifetime(source) {
             cfuse_reply_data_from_fd(request, source.raw, size, offset, options.spliceReads ? 1 : 0)
         }
@@ -398,12 +403,14 @@ extension FileSystem {
         if handle.usesPageCache { notifier?.notePages(of: handle.node.id) } // the data is in a page already
         do throws(Errno) {
             let dropsSetID = handle.save != nil && canChangeOwners && fuse_req_ctx(request)!.pointee.uid != 0
+            // Pages written back from a shared mapping go where they belong, as on a disk.
+            let appends = handle.appends && cfuse_fi_writepage(file) == 0
             let written = try changeContents(of: handle) { (descriptor) throws(Errno) -> Int in
                 // Direct writes leave clearing set-id bits to the filesystem, as the kernel does
                 // for writers without CAP_FSETID; the temp carries the cleared mode to the commit.
                 if dropsSetID { try clearSetIDBits(descriptor) }
                 // A save's descriptor is shared and never O_APPEND: appends go to its end here.
-                let at = handle.appends ? off_t(try Syscall.stat(descriptor).st_size) : offset
+                let at = appends ? off_t(try Syscall.stat(descriptor).st_size) : offset
                 let written = cfuse_write_bufvec_to_fd(buffers, descriptor, at)
                 if written < 0 { throw Errno(rawValue: Int32(-written)) }
                 return Int(written)
@@ -549,7 +556,7 @@ extension FileSystem {
     func releaseHandle(_ handle: OpenFile) {
         if let save = handle.save, handle.isWriter {
             endWriter(of: save, origin: handle.origin)
-        } else if let reader = handle.cachedReader {
+        } else if let reader = handle.cachedReader ?? (handle.joinedCachedReaders.load(ordering: .relaxed) ? .process(handle.origin.pid) : nil) {
             if activity.closeReader(of: handle.node, owner: reader) {
                 let node = handle.node
                 notifier?.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) }

@@ -1,5 +1,6 @@
 // The libfuse shim. Swift cannot expand C macros that select versioned symbols, nor set
-// bitfields reliably, so this header pins the API version and wraps what Swift needs.
+// bitfields reliably, so this header pins the API version and wraps what Swift needs; cfuse.c
+// holds the INIT patch that lets the kernel map direct-I/O files shared.
 #ifndef CFUSE_H
 #define CFUSE_H
 
@@ -40,6 +41,15 @@ static inline int cfuse_reply_data_from_fd(fuse_req_t req, int fd, size_t size, 
     buf.buf[0].pos = offset;
     return fuse_reply_data(req, &buf, splice ? FUSE_BUF_SPLICE_MOVE : FUSE_BUF_NO_SPLICE);
 }
+
+/// Installs the session's custom I/O that adds FUSE_DIRECT_IO_ALLOW_MMAP to the INIT reply
+/// when the kernel offers it (see cfuse.c). After fuse_session_mount, before the loop starts.
+/// Returns 0, or -errno.
+int cfuse_session_ask_for_shared_mmap(struct fuse_session *se);
+/// 1 when the kernel's INIT offered FUSE_DIRECT_IO_ALLOW_MMAP (known from the init callback on).
+int cfuse_kernel_offers_shared_mmap(void);
+/// 1 once the INIT reply carrying FUSE_DIRECT_IO_ALLOW_MMAP was written.
+int cfuse_shared_mmap_allowed(void);
 
 /// Copies an incoming write buffer to a file descriptor at an offset; returns bytes or -errno.
 static inline ssize_t cfuse_write_bufvec_to_fd(struct fuse_bufvec *in, int fd, off_t offset) {
