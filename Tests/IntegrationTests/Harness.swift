@@ -100,7 +100,9 @@ final class Scratch {
     private let daemonErrorText = ErrorCollector()
 
     init() throws {
-        var template = Array("/tmp/coordfs-test-XXXXXX".utf8CString)
+        // Scripts/test names its run, so that its check for mounts left behind sees only its own.
+        let run = ProcessInfo.processInfo.environment["COORDFS_TEST_RUN"].map { $0 + "-" } ?? ""
+        var template = Array("/tmp/coordfs-test-\(run)XXXXXX".utf8CString)
         guard let path = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             throw POSIXError(.EIO)
         }
