@@ -46,8 +46,9 @@ public struct FileName: Sendable {
     /// The longest name kept in place.
     static let inlineCapacity = 23
 
-    /// Copies `bytes`, which the caller knows to hold neither NUL nor `/`.
-    private init(unchecked bytes: UnsafeRawBufferPointer) {
+    /// Copies `bytes`, which the caller knows to hold neither NUL nor `/` (names the mount
+    /// makes itself, written into a buffer of their own).
+    init(unchecked bytes: UnsafeRawBufferPointer) {
         if bytes.count <= Self.inlineCapacity {
             var words: (UInt64, UInt64, UInt64) = (0, 0, 0)
             withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: bytes) }
