@@ -4,7 +4,7 @@
 /// literal could quietly pick a system call's name overload where a path was meant.
 extension FileName: ExpressibleByStringLiteral, ExpressibleByStringInterpolation {
     public init(stringLiteral text: String) {
-        self = text.isEmpty ? .none : FileName(text.utf8)!
+        self = text.isEmpty ? .empty : FileName(text.utf8)!
     }
 }
 

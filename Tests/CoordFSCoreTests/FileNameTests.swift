@@ -61,7 +61,7 @@ import Testing
         #expect(FileName([UInt8]()) == nil)
         #expect(FileName(Array("a/b".utf8)) == nil)
         #expect(FileName([0x61, 0, 0x62]) == nil)
-        #expect(FileName.none.isEmpty)
+        #expect(FileName.empty.isEmpty)
     }
 
     @Test func scalarsLeaveGapsForBadBytes() throws {

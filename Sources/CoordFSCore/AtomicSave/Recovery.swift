@@ -109,7 +109,7 @@ private struct Walk {
         self.folder = folder
         self.budget = budget
         // The root's descriptor belongs to the caller of the sweep, who closes it.
-        self.frames = [Frame(name: .none, identity: FileIdentity(rootStatus), descriptor: root, pending: [])]
+        self.frames = [Frame(name: .empty, identity: FileIdentity(rootStatus), descriptor: root, pending: [])]
         statistics.peakHeld = 1
     }
 

@@ -50,8 +50,15 @@ public enum StagingName {
 
     /// The temp name for a given 64-bit value (tests use it to force a collision).
     static func make(random value: UInt64) -> FileName {
-        let hex = String(value, radix: 16, uppercase: false)
-        return FileName((prefix.description + String(repeating: "0", count: hexDigits - hex.utf8.count) + hex).utf8)!
+        var storage: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0) // 32 bytes: the 29 of a name, on the stack
+        return withUnsafeMutableBytes(of: &storage) { buffer in
+            buffer.copyMemory(from: UnsafeRawBufferPointer(start: prefix.utf8Start, count: prefixLength))
+            let digits: StaticString = "0123456789abcdef"
+            for index in 0..<hexDigits {
+                buffer[prefixLength + index] = digits.utf8Start[Int(value >> UInt64(4 * (hexDigits - 1 - index)) & 0xF)]
+            }
+            return FileName(unchecked: UnsafeRawBufferPointer(rebasing: buffer[..<length]))
+        }
     }
 
     /// Whether `name` is exactly a temp name: the prefix, then 16 lowercase hex digits, nothing more.

@@ -105,7 +105,7 @@ final class PathEntry {
 
 /// The trie of paths with holds and waits. Not thread-safe: `ClaimTable` keeps it under its lock.
 struct PathTrie {
-    let root = PathEntry(name: .none, parent: nil)
+    let root = PathEntry(name: .empty, parent: nil)
     /// Entries other than the root (which always exists).
     private(set) var nonRootEntries = 0
     /// Unlinked entries kept for reuse, so that the usual claim — a path nobody else uses,
@@ -151,7 +151,7 @@ struct PathTrie {
               entry.children.capacity <= Self.maximumSpareCapacity,
               entry.holds.capacity <= Self.maximumSpareCapacity,
               entry.waits.capacity <= Self.maximumSpareCapacity else { return }
-        entry.name = .none
+        entry.name = .empty
         spares.append(entry)
     }
 

@@ -158,7 +158,7 @@ public final class NodeTable: Sendable {
     public init(root descriptor: consuming OwnedDescriptor) throws(Errno) {
         let status = try Syscall.statOfPathDescriptor(descriptor.raw)
         let root = Node(id: NodeTable.rootID, identity: FileIdentity(status), fileType: status.st_mode & S_IFMT,
-                        descriptor: descriptor, parent: nil, name: .none, lookupCount: 1)
+                        descriptor: descriptor, parent: nil, name: .empty, lookupCount: 1)
         self.root = root
         var initial = State()
         initial.byID[root.id] = root
@@ -226,7 +226,7 @@ public final class NodeTable: Sendable {
             guard node.lookupCount == 0 else { return nil }
             state.byID[id] = nil
             if state.byIdentity[node.identity] === node { state.byIdentity[node.identity] = nil }
-            state.place(node, parent: nil, name: .none)
+            state.place(node, parent: nil, name: .empty)
             return node
         }
         return dropped != nil // released (and its descriptor closed) outside the lock

@@ -10,7 +10,7 @@ import Glibc
 ///
 /// Names of up to 23 bytes (most of them) are stored in place, as a small `String` is, so
 /// building one from the kernel's C string costs no allocation; longer ones keep their bytes
-/// and a terminating NUL in one array, so either kind hands out a C string without copying.
+/// and a terminating NUL in one heap buffer, so either kind hands out a C string without copying.
 public struct FileName: Sendable {
     private enum Storage: Sendable {
         /// `count` bytes, then zeros up to 24 bytes: the zeros end the C string.
@@ -46,8 +46,9 @@ public struct FileName: Sendable {
     /// The longest name kept in place.
     static let inlineCapacity = 23
 
-    /// Copies `bytes`, which the caller knows to hold neither NUL nor `/`.
-    private init(unchecked bytes: UnsafeRawBufferPointer) {
+    /// Copies `bytes`, which the caller knows to hold neither NUL nor `/` (names the mount
+    /// makes itself, written into a buffer of their own).
+    init(unchecked bytes: UnsafeRawBufferPointer) {
         if bytes.count <= Self.inlineCapacity {
             var words: (UInt64, UInt64, UInt64) = (0, 0, 0)
             withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: bytes) }
@@ -71,7 +72,7 @@ public struct FileName: Sendable {
     }
 
     /// No name: what the root, and a node the kernel forgot, are known by.
-    public static let none = FileName(unchecked: UnsafeRawBufferPointer(start: nil, count: 0))
+    public static let empty = FileName(unchecked: UnsafeRawBufferPointer(start: nil, count: 0))
 
     /// The number of bytes.
     public var count: Int {

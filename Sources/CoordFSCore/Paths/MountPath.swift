@@ -66,16 +66,6 @@ public struct MountPath: Hashable, Sendable, CustomStringConvertible {
         return bytes
     }
 
-    /// Parses a path given as a `FilePath` (its bytes; the control socket's requests carry these).
-    public init?(_ path: FilePath) {
-        guard let parsed = path.withPlatformString({ start -> MountPath? in
-            var count = 0
-            while start[count] != 0 { count += 1 }
-            return MountPath(bytes: UnsafeRawBufferPointer(start: start, count: count))
-        }) else { return nil }
-        self = parsed
-    }
-
     /// The path as a `FilePath` ("/a/b"), bytes exact: what the control socket's messages carry.
     public var filePath: FilePath {
         let cString = bytes.map { CChar(bitPattern: $0) } + [0]
