@@ -33,7 +33,7 @@ extension FileSystem {
     /// every caller until the commit.
     private func replyPendingLookup(_ request: fuse_req_t, _ parent: Node, _ name: UnsafePointer<CChar>, _ save: Save) throws(Errno) {
         if save.owner == owner(of: request), let node = nodes.lookUpExisting(save.node.identity, parent: parent, name: String(cString: name)) {
-            var entry = entry(node, try Syscall.stat(save.current.raw))
+            var entry = entry(node, try save.currentStatus())
             entry.entry_timeout = 0
             entry.attr_timeout = 0
             fuse_reply_entry(request, &entry)
@@ -59,8 +59,7 @@ extension FileSystem {
             if let file, let handle = OpenFile.borrow(file), node.isRegularFile {
                 // The kernel asks on behalf of an open file (before it reads through the page
                 // cache): the size of the version that handle reads.
-                let readable = handle.readable
-                var status = try withExtendedLifetime(readable) { () throws(Errno) -> stat in try Syscall.stat(readable.raw) }
+                var status = try handle.readableStatus()
                 fuse_reply_attr(request, &status, activity.needsFreshAttributes(node) ? 0 : options.attributeTimeout)
                 return
             }
@@ -83,8 +82,7 @@ extension FileSystem {
     private func savedAttributes(_ save: Save, for request: fuse_req_t) throws(Errno) -> stat {
         let requester = owner(of: request)
         if save.owner == requester, !save.hasFailed {
-            let current = save.current
-            var status = try withExtendedLifetime(current) { () throws(Errno) -> stat in try Syscall.stat(current.raw) }
+            var status = try save.currentStatus()
             if save.target.exists, activity.hasCachedReaders(save.node, besides: requester) {
                 // The kernel keeps one size per inode and clamps page-cache reads to it: while
                 // readers of the committed version read through the cache, the size the kernel
@@ -125,8 +123,7 @@ extension FileSystem {
                     if save.target.exists {
                         status = try attributes(of: node)
                     } else {
-                        let current = save.current
-                        status = try withExtendedLifetime(current) { () throws(Errno) -> stat in try Syscall.stat(current.raw) }
+                        status = try save.currentStatus()
                     }
                 } else {
                     try changeAttributes(of: node, handle: handle, wanted.value, fields)
