@@ -331,8 +331,7 @@ extension FileSystem {
                 throw info.flags & O_EXCL != 0 ? .fileExists : .staleNFSFileHandle
             }
             let made = try creatingForCaller(request.raw, mode: mode & 0o7777) { (creationMode) throws(Errno) in
-                try staging.stage(in: parent.directory, device: parent.identity.device, replacing: nil, copyContents: false,
-                                  owner: nil, mode: creationMode)
+                try staging.stage(in: parent, replacing: nil, copyContents: false, owner: nil, mode: creationMode)
             }
             let temp = made.descriptor.raw
             staged = consume made
@@ -342,7 +341,7 @@ extension FileSystem {
             let current = try Syscall.duplicate(temp)
             let save = Save(node: node, owner: owner, creating: staged.take()!, current: current, directory: parent, name: name,
                             staging: staging)
-            entry.attr = try save.currentStatus()
+            entry.attr = Save.shownToOwner(entry.attr)
             _ = activity.installSave(save, pendingName: PendingName(directory: parent.id, name: name))
             // Only the creator may see the file: others reach the same cached name, so the kernel
             // must ask for attributes each time (getattr and open answer others ENOENT).

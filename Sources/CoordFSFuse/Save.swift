@@ -110,14 +110,20 @@ final class Save: Sendable {
     /// The descriptor the owner's reads go to now (held by the caller for the read's duration).
     var current: SharedDescriptor { state.withLock { $0.current } }
 
-    /// The attributes of the owner's version. An unnamed temp has no link yet: the owner is
-    /// shown the one its commit gives it, as its file (new or saved) has on a plain disk. A
-    /// discarded save shows what its unlinked file really has.
+    /// The attributes of the owner's version (see `shownToOwner`). A discarded save shows what
+    /// its unlinked file really has.
     func currentStatus() throws(Errno) -> stat {
         let (current, isTemp) = state.withLock { ($0.current, $0.staged != nil && !$0.discarded) }
-        var status = try withExtendedLifetime(current) { () throws(Errno) -> stat in try Syscall.stat(current.raw) }
-        if isTemp && status.st_nlink == 0 { status.st_nlink = 1 }
-        return status
+        let status = try withExtendedLifetime(current) { () throws(Errno) -> stat in try Syscall.stat(current.raw) }
+        return isTemp ? Self.shownToOwner(status) : status
+    }
+
+    /// A temp's attributes as its owner sees them: an unnamed temp has no link yet, and is
+    /// shown the one its commit gives it, as its file (new or saved) has on a plain disk.
+    static func shownToOwner(_ status: stat) -> stat {
+        var shown = status
+        if shown.st_nlink == 0 { shown.st_nlink = 1 }
+        return shown
     }
 
     /// Where the commit will go, and whether that name exists in the backing yet.
@@ -164,8 +170,8 @@ final class Save: Sendable {
             }
             var stagedEmpty = false
             if state.staged == nil {
-                let staged = try staging.stage(in: state.directory.directory, device: state.directory.identity.device,
-                                               replacing: state.current.raw, copyContents: !truncating, owner: nil, mode: 0)
+                let staged = try staging.stage(in: state.directory, replacing: state.current.raw, copyContents: !truncating,
+                                               owner: nil, mode: 0)
                 // A duplicate, not a reopen through /proc: cheaper, and one open file, so the
                 // temp's descriptor closes at the commit without ending it (an end can cost: NFS
                 // flushes, ext4 may write back); it ends with the save, after the replies.

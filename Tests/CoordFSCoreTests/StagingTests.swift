@@ -600,28 +600,87 @@ import Testing
     }
 
     /// The mount's staging: unnamed where the filesystem has unnamed files, named when told
-    /// (`--named-temps`), and named on a device it learnt refuses them.
+    /// (`--named-temps`); what refuses unnamed files is told by its errno.
     @Test func tempStagingChoosesUnnamedWherePossible() throws {
         try scratch.write("doc.txt", Array("v1".utf8))
         let target = try Syscall.openAt(scratch.raw, "doc.txt", O_RDONLY)
-        let device = UInt64(try Syscall.stat(scratch.raw).st_dev)
+        let table = try NodeTable(root: try Syscall.openAt(scratch.raw, ".", Linux.O_PATH | O_DIRECTORY))
+        let device = table.root.identity.device
         let staging = TempStaging()
         #expect(staging.mayStageUnnamed(on: device))
-        let unnamed = try staging.stage(in: scratch.raw, device: device, replacing: target.raw, copyContents: true, owner: nil, mode: 0)
+        let unnamed = try staging.stage(in: table.root, replacing: target.raw, copyContents: true, owner: nil, mode: 0)
         try expectKind(unnamed, unnamed: true)
+        let new = try staging.stage(in: table.root, replacing: nil, copyContents: false, owner: nil, mode: 0o640)
+        try expectKind(new, unnamed: true)
         #expect(staging.mayStageUnnamed(on: device))
 
         let forced = TempStaging(unnamed: false)
         #expect(!forced.mayStageUnnamed(on: device))
-        let named = try forced.stage(in: scratch.raw, device: device, replacing: target.raw, copyContents: true, owner: nil, mode: 0)
-        try expectKind(named, unnamed: false)
-        #expect(try temps() == expectedTemps(named))
-        named.discard(in: scratch.raw)
+        for _ in 0..<3 { // no file is made ahead for named temps
+            let named = try forced.stage(in: table.root, replacing: target.raw, copyContents: true, owner: nil, mode: 0)
+            try expectKind(named, unnamed: false)
+            #expect(try temps() == expectedTemps(named))
+            named.discard(in: scratch.raw)
+        }
+        forced.waitForMaking()
+        #expect(forced.readyFiles == 0)
         #expect(try scratch.names() == ["doc.txt"])
 
         // How a refusal reads: these errnos mean "no unnamed files here", others a failed open.
         for refusal in [EOPNOTSUPP, EISDIR, EINVAL] { #expect(StagedFile.refusesUnnamedFiles(Errno(rawValue: refusal))) }
         for failure in [EACCES, ENOSPC, EDQUOT, EROFS, ENOENT] { #expect(!StagedFile.refusesUnnamedFiles(Errno(rawValue: failure))) }
+    }
+
+    /// From the second save of an existing file in a directory on, unnamed files are made ahead
+    /// there (two, here), and a save takes one: the same temp a fresh one would be (the
+    /// target's contents and metadata, dated now, unnamed), committed the same way. The
+    /// directory lists nothing of them, and the pool keeps to its bound, the directory saved
+    /// in least recently giving its files up.
+    @Test func filesMadeAheadBecomeTheTempsAFreshStageWouldGive() throws {
+        let table = try NodeTable(root: try Syscall.openAt(scratch.raw, ".", Linux.O_PATH | O_DIRECTORY))
+        try scratch.write("file", randomBytes(20000))
+        let aclSet = try decorate("file")
+        let staging = TempStaging(perDirectory: 2, capacity: 3)
+        func stage(copyContents: Bool = true) throws -> StagedFile {
+            let target = try Syscall.openAt(scratch.raw, "file", O_RDONLY)
+            return try staging.stage(in: table.root, replacing: target.raw, copyContents: copyContents, owner: nil, mode: 0)
+        }
+        let first = try stage()
+        staging.waitForMaking()
+        #expect(staging.readyFiles == 0) // one save is not a pattern yet
+        first.discard(in: scratch.raw)
+        let second = try stage()
+        staging.waitForMaking()
+        #expect(staging.readyFiles == 2)
+        second.discard(in: scratch.raw)
+        #expect(scratch.shell("touch -d 2001-01-01 file"))
+        let before = time(nil)
+        for copyContents in [true, false] {
+            let made = try stage(copyContents: copyContents)
+            try expectKind(made, unnamed: true)
+            #expect(try Syscall.stat(made.descriptor.raw).st_mtim.tv_sec >= before)
+            #expect(try ScratchDirectory.readAll(made.descriptor.raw) == (copyContents ? try scratch.read("file") : []))
+            try expectSameMetadata("file", made.descriptor.raw, aclSet: aclSet)
+            staging.waitForMaking()
+            #expect(staging.readyFiles == 2) // topped up again
+            #expect(try scratch.names() == ["file"])
+            if !copyContents {
+                try scratch.write(made.descriptor.raw, Array("new".utf8))
+                try made.commit(in: scratch.raw, as: "file", replacingExistingFile: true, durability: .none)
+                #expect(try scratch.read("file") == Array("new".utf8))
+                #expect(try scratch.names() == ["file"])
+            }
+        }
+
+        // Another directory saved in twice: the bound (3) makes the root give its files up.
+        #expect(scratch.shell("mkdir d && echo x > d/g"))
+        let directory = try Syscall.openAt(scratch.raw, "d", Linux.O_PATH | O_DIRECTORY)
+        let node = table.lookUp(try Syscall.statOfPathDescriptor(directory.raw), descriptor: directory, parent: table.root, name: "d")
+        let g = try Syscall.openAt(node.directory, "g", O_RDONLY)
+        for _ in 0..<2 { _ = try staging.stage(in: node, replacing: g.raw, copyContents: true, owner: nil, mode: 0) }
+        staging.waitForMaking()
+        #expect(staging.readyFiles == 2)
+        #expect(try scratch.names(in: "d") == ["g"])
     }
 
     /// ext4 starts writing back a file truncated to zero at the next close of an open of it

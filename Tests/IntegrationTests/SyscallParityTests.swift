@@ -552,6 +552,9 @@ import Testing
             try Self.expectPythonParity(#"""
                 os.mkdir('d')
                 fd = os.open('d/new', os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644); os.write(fd, b'mine')
+                write('d/old', 'committed'); saving = os.open('d/old', os.O_WRONLY | os.O_TRUNC); os.write(saving, b'saving')
+                print('links', os.fstat(fd).st_nlink, os.stat('d/new').st_nlink, os.fstat(saving).st_nlink, os.stat('d/old').st_nlink)
+                os.close(saving); os.unlink('d/old')
                 t('rmdir', os.rmdir, 'd')
                 t('rename its directory', os.rename, 'd', 'e')
                 os.mkdir('empty'); t('rename a directory over it', os.rename, 'empty', 'e')
@@ -562,6 +565,7 @@ import Testing
                 os.close(fd)
                 print('after', content('e/new'), sorted(os.listdir('e')))
                 """#, in: scratch, expected: [
+                "links 1 1 1 1",
                 "rmdir ENOTEMPTY",
                 "rename its directory ok",
                 "rename a directory over it ENOTEMPTY",

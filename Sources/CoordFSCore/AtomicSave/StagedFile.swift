@@ -1,5 +1,4 @@
 import Glibc
-import Synchronization
 import SystemPackage
 
 /// How much a commit waits for the disk before and after its rename.
@@ -101,10 +100,30 @@ public struct StagedFile: ~Copyable, Sendable {
     /// - Throws: the errno that stopped it (ENOSPC, EDQUOT, EIO...); no temp is left behind.
     public static func stage(in directory: Int32, replacing target: Int32?, copyContents: Bool,
                              owner: (uid_t, gid_t)?, mode: mode_t, unnamed: Bool = true) throws(Errno) -> StagedFile {
-        // A copy starts private (0600) until it has the target's owner and mode; a new file is
-        // created with its permission bits so that a default ACL applies to them.
-        let initialMode = target == nil ? mode & 0o777 : 0o600
+        // A new file is created with its permission bits so that a default ACL applies to them.
+        let initialMode = target == nil ? mode & 0o777 : copyMode
         let staged = try create(in: directory, mode: initialMode, unnamed: unnamed, beside: target != nil)
+        return try prepare(staged, in: directory, replacing: target, copyContents: copyContents, owner: owner, mode: mode)
+    }
+
+    /// The mode a temp for a file that exists starts with: private until it has the target's
+    /// owner and mode.
+    static let copyMode: mode_t = 0o600
+
+    /// The temp for a save of `target` from an unnamed file made earlier in the same directory
+    /// with `copyMode` (see `TempStaging`): the same temp `stage` would give, dated now as a
+    /// file created now is.
+    public static func stage(madeAhead descriptor: consuming OwnedDescriptor, in directory: Int32, replacing target: Int32,
+                             copyContents: Bool) throws(Errno) -> StagedFile {
+        let staged = StagedFile(name: nil, descriptor: descriptor)
+        let now = timespec(tv_sec: 0, tv_nsec: Linux.UTIME_NOW)
+        try Syscall.setTimes(staged.descriptor.raw, (now, now))
+        return try prepare(staged, in: directory, replacing: target, copyContents: copyContents, owner: nil, mode: 0)
+    }
+
+    /// Gives an empty temp the contents and metadata `stage` describes; discards it on failure.
+    private static func prepare(_ staged: consuming StagedFile, in directory: Int32, replacing target: Int32?, copyContents: Bool,
+                                owner: (uid_t, gid_t)?, mode: mode_t) throws(Errno) -> StagedFile {
         do throws(Errno) {
             if let target {
                 let status = try Syscall.stat(target)
@@ -304,46 +323,5 @@ public struct StagedFile: ~Copyable, Sendable {
             let readable = try Syscall.openAt(directory, ".", O_RDONLY | O_DIRECTORY)
             try Syscall.synchronize(readable.raw, dataOnly: false)
         }
-    }
-}
-
-/// Stages the temps of one mount's saves: unnamed wherever the backing's filesystem has
-/// unnamed files, named where it has not. A filesystem that refuses once is remembered by its
-/// device, so that its later saves go straight to a named temp instead of paying a failed
-/// open each.
-///
-/// Sendable: the refusing devices are behind one lock, which a count lets every save skip
-/// while no filesystem has refused.
-public final class TempStaging: Sendable {
-    /// False: every temp is named, as on a filesystem without unnamed files (`--named-temps`).
-    public let triesUnnamed: Bool
-    /// Devices of filesystems that refused an unnamed file.
-    private let refusing = Mutex<Set<UInt64>>([])
-    private let refusals = Atomic<Int>(0)
-
-    public init(unnamed: Bool = true) {
-        self.triesUnnamed = unnamed
-    }
-
-    /// `StagedFile.stage` in `directory`, on the filesystem of `device`: unnamed unless that
-    /// filesystem refused before.
-    public func stage(in directory: Int32, device: UInt64, replacing target: Int32?, copyContents: Bool,
-                      owner: (uid_t, gid_t)?, mode: mode_t) throws(Errno) -> StagedFile {
-        let unnamed = mayStageUnnamed(on: device)
-        let staged = try StagedFile.stage(in: directory, replacing: target, copyContents: copyContents, owner: owner, mode: mode,
-                                          unnamed: unnamed)
-        if unnamed && staged.name != nil {
-            refusing.withLock { devices in
-                if devices.insert(device).inserted { refusals.add(1, ordering: .relaxed) }
-            }
-        }
-        return staged
-    }
-
-    /// Whether a save on the filesystem of `device` tries an unnamed temp.
-    public func mayStageUnnamed(on device: UInt64) -> Bool {
-        guard triesUnnamed else { return false }
-        guard refusals.load(ordering: .relaxed) > 0 else { return true }
-        return !refusing.withLock { $0.contains(device) }
     }
 }
