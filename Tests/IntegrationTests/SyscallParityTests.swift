@@ -710,9 +710,9 @@ import Testing
     }
 
     /// Emptying a file marks it modified now, even when nothing is written after: by O_TRUNC at
-    /// open and by ftruncate to zero, on the first save in a directory (a fresh temp) and on
-    /// later ones (a reused spare, emptied at an earlier save and not truncated again). The
-    /// pause puts that earlier emptying well before the open; file times are coarse (a tick).
+    /// open and by ftruncate to zero, on the first save in a directory (a temp made on the
+    /// spot) and on later ones (a temp made ahead, before the open). The pause puts the making
+    /// well before the open; file times are coarse (a tick).
     @Test func emptyingWithoutWritingUpdatesTimes() throws {
         try withMount { scratch in
             try Self.expectPythonParity(#"""
