@@ -19,6 +19,7 @@ _Static_assert(CSYS_RENAME_WHITEOUT == RENAME_WHITEOUT, "RENAME_WHITEOUT");
 _Static_assert(CSYS_O_PATH == O_PATH, "O_PATH");
 _Static_assert(CSYS_O_DIRECT == O_DIRECT, "O_DIRECT");
 _Static_assert(CSYS_O_NOATIME == O_NOATIME, "O_NOATIME");
+_Static_assert(CSYS_O_TMPFILE == O_TMPFILE, "O_TMPFILE");
 _Static_assert(CSYS_FALLOC_FL_KEEP_SIZE == FALLOC_FL_KEEP_SIZE, "FALLOC_FL_KEEP_SIZE");
 _Static_assert(CSYS_FALLOC_FL_PUNCH_HOLE == FALLOC_FL_PUNCH_HOLE, "FALLOC_FL_PUNCH_HOLE");
 _Static_assert(CSYS_FALLOC_FL_ZERO_RANGE == FALLOC_FL_ZERO_RANGE, "FALLOC_FL_ZERO_RANGE");
@@ -37,10 +38,6 @@ int csys_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *
 
 int csys_fallocate(int fd, int mode, off_t offset, off_t length) {
     return fallocate(fd, mode, offset, length);
-}
-
-int csys_start_writeback(int fd) {
-    return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 }
 
 ssize_t csys_copy_file_range(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t length, unsigned int flags) {

@@ -139,6 +139,12 @@ final class ActivityRegistry: Sendable {
         return state.withLock { $0.pendingNames[name] }
     }
 
+    /// Whether a file created through the mount and not committed yet is to appear in `directory`.
+    func hasPendingNames(in directory: UInt64) -> Bool {
+        guard hasPendingNames else { return false }
+        return state.withLock { $0.pendingNames.keys.contains { $0.directory == directory } }
+    }
+
     /// The file now exists under its name (first commit), or was unlinked: no longer pending.
     func clearPendingName(of save: Save) {
         state.withLock { state in Self.dropPendingNames(of: save, in: &state, count: pendingNameCount) }

@@ -22,16 +22,12 @@ public final class FileSystem: Sendable {
     let canChangeOwners: Bool
     /// `options.durability` as the backing filesystem needs it (see `Durability.needed(on:)`).
     let commitDurability: Durability
-    /// The backing filesystem writes a file's data before a rename that replaces another file
-    /// (so `commitDurability` asks no fsync for that), but not before an exchange: a commit
-    /// that exchanges starts the writeback itself (see `StagedFile.exchange`).
-    let startsWritebackBeforeExchange: Bool
     /// Set in FUSE's init when the kernel agreed to leave callers' umasks to us
     /// (FUSE_CAP_DONT_MASK). Relaxed loads suffice: the kernel sends no request before it has
     /// the init's reply, which libfuse sends after the store.
     let masksCreatedModes = Atomic<Bool>(false)
-    /// Files replaced by commits, emptied, for the next saves in their directories to reuse.
-    let spares = SparePool()
+    /// Makes the temps of saves: unnamed where the backing allows, else named.
+    let staging: TempStaging
     /// Set once by the session before the mount serves its first request, never changed after.
     nonisolated(unsafe) var evictor: NodeEvictor?
     nonisolated(unsafe) var notifier: KernelNotifier?
@@ -55,13 +51,13 @@ public final class FileSystem: Sendable {
         self.nodes = try NodeTable(root: root)
         let filesystem = MountTable.current().mount(ofDevice: UInt64(device))
         self.commitDurability = options.durability.needed(on: filesystem, journaled: filesystem.map(MountTable.ext4HasJournal) ?? true)
-        self.startsWritebackBeforeExchange = options.durability == .replacing && commitDurability == .none
         if commitDurability != options.durability {
             logger.info("the backing filesystem orders a replacing rename after the new file's data; commits need no fsync for that",
                         metadata: ["filesystem": "\(filesystem?.filesystemType ?? "?") \(filesystem?.superOptions ?? "")", "durability": "\(options.durability)"])
         }
         self.processDescriptors = try Syscall.openAt(AT_FDCWD, "/proc/self/fd", Linux.O_PATH | O_DIRECTORY)
         self.options = options
+        self.staging = TempStaging(unnamed: !options.namedTemps)
         self.logger = logger
         self.canChangeOwners = geteuid() == 0
         let processes = ProcessFacts()
@@ -113,9 +109,14 @@ public final class FileSystem: Sendable {
     /// one another thread registered for the same object first. The stat comes from the opened
     /// descriptor, so the entry describes the object the node holds even if the name changed.
     private func adopt(_ parent: Node, _ name: UnsafePointer<CChar>, _ fileName: FileName) throws(Errno) -> fuse_entry_param {
-        let descriptor = try Syscall.openAt(parent.directory, name, Linux.O_PATH | O_NOFOLLOW)
+        try adopt(try Syscall.openAt(parent.directory, name, Linux.O_PATH | O_NOFOLLOW), parent, fileName)
+    }
+
+    /// Counts a kernel lookup of the object behind `descriptor` (`O_PATH`), known as
+    /// `parent`/`name`: also a file whose name is still to come (a save's unnamed temp).
+    func adopt(_ descriptor: consuming OwnedDescriptor, _ parent: Node, _ name: FileName) throws(Errno) -> fuse_entry_param {
         let status = try Syscall.statOfPathDescriptor(descriptor.raw)
-        let node = nodes.lookUp(status, descriptor: descriptor, parent: parent, name: fileName)
+        let node = nodes.lookUp(status, descriptor: descriptor, parent: parent, name: name)
         evictor?.noteGrowth(count: nodes.count)
         return entry(node, status)
     }
@@ -146,30 +147,7 @@ public final class FileSystem: Sendable {
     /// Runs `body` with "N", the name of the node's descriptor inside `/proc/self/fd`.
     @inline(__always)
     func withProcessName<R: ~Copyable>(of node: Node, _ body: (UnsafePointer<CChar>) throws(Errno) -> R) throws(Errno) -> R {
-        try node.withDescriptor { (descriptor) throws(Errno) -> R in try withDescriptorPath(descriptor, prefix: "", body) }
-    }
-
-    /// Writes `prefix` and the decimal descriptor number into a stack buffer (no allocation:
-    /// these run on every open and every xattr request) and runs `body` with it.
-    @inline(__always)
-    func withDescriptorPath<R: ~Copyable>(_ descriptor: Int32, prefix: StaticString,
-                                                  _ body: (UnsafePointer<CChar>) throws(Errno) -> R) throws(Errno) -> R {
-        var storage: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0) // 32 bytes: "/proc/self/fd/" + 10 digits + NUL
-        return try withUnsafeMutableBytes(of: &storage) { (raw) throws(Errno) -> R in
-            let buffer = raw.bindMemory(to: CChar.self)
-            var length = 0
-            prefix.withUTF8Buffer { bytes in
-                for byte in bytes { buffer[length] = CChar(bitPattern: byte); length += 1 }
-            }
-            var digits = 0
-            var rest = descriptor
-            repeat { digits += 1; rest /= 10 } while rest > 0
-            var value = descriptor
-            var index = length + digits - 1
-            repeat { buffer[index] = CChar(48 + value % 10); value /= 10; index -= 1 } while value > 0
-            buffer[length + digits] = 0
-            return try body(buffer.baseAddress!)
-        }
+        try node.withDescriptor { (descriptor) throws(Errno) -> R in try Syscall.withDescriptorPath(descriptor, prefix: "", body) }
     }
 
     /// Opens the node's backing object afresh with `flags` (works for unlinked files too).
@@ -180,14 +158,14 @@ public final class FileSystem: Sendable {
     /// Opens the object behind one of our descriptors afresh with `flags`, through /proc/self/fd.
     func reopen(descriptor: Int32, flags: Int32) throws(Errno) -> OwnedDescriptor {
         let directory = processDescriptors.raw
-        return try withDescriptorPath(descriptor, prefix: "") { (name) throws(Errno) -> OwnedDescriptor in
+        return try Syscall.withDescriptorPath(descriptor, prefix: "") { (name) throws(Errno) -> OwnedDescriptor in
             try Syscall.openAt(directory, name, flags & ~O_NOFOLLOW)
         }
     }
 
     /// Runs `body` with the `/proc/self/fd/N` path of the node (for calls that take only paths).
     func withProcessPath<R>(of node: Node, _ body: (UnsafePointer<CChar>) throws(Errno) -> R) throws(Errno) -> R {
-        try node.withDescriptor { (descriptor) throws(Errno) -> R in try withDescriptorPath(descriptor, prefix: "/proc/self/fd/", body) }
+        try node.withDescriptor { (descriptor) throws(Errno) -> R in try Syscall.withDescriptorPath(descriptor, prefix: "/proc/self/fd/", body) }
     }
 
     /// Names the mount keeps for itself (staged temps, the recovery folder) cannot be created.

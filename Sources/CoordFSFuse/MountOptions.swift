@@ -38,6 +38,9 @@ public struct MountOptions: Sendable {
     public var strictReads = false
     /// What a commit syncs before and after its rename.
     public var durability: Durability = .recommended
+    /// Stage every save in a named hidden temp, even where the backing has unnamed files
+    /// (O_TMPFILE): the fallback for filesystems without them, on demand.
+    public var namedTemps = false
     /// Files written in place instead of through a staged temp.
     public var inPlace = InPlacePolicy(patterns: InPlacePolicy.defaultPatterns, largerThan: InPlacePolicy.defaultLargerThan)
 

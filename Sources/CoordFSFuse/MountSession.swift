@@ -130,7 +130,6 @@ public final class MountSession {
         let result = cfuse_session_loop_mt(session, options.cloneDevice ? 1 : 0, options.maxIdleThreads, options.maxThreads)
         fileSystem.evictor?.stop()
         fileSystem.notifier?.drain()
-        for spare in fileSystem.spares.takeAll() { spare.remove() }
         fuse_session_unmount(session)
         fuse_remove_signal_handlers(session)
         logger.info("unmounted", metadata: ["mountpoint": "\(mountpoint)"])

@@ -33,7 +33,7 @@ extension FileSystem {
     /// every caller until the commit.
     private func replyPendingLookup(_ request: fuse_req_t, _ parent: Node, _ name: UnsafePointer<CChar>, _ save: Save) throws(Errno) {
         if save.owner == owner(of: request), let node = nodes.lookUpExisting(save.node.identity, parent: parent, name: FileName(cString: name)) {
-            var entry = entry(node, try Syscall.stat(save.current.raw))
+            var entry = entry(node, try save.currentStatus())
             entry.entry_timeout = 0
             entry.attr_timeout = 0
             fuse_reply_entry(request, &entry)
@@ -64,8 +64,7 @@ extension FileSystem {
             if let file, let handle = OpenFile.borrow(file), node.isRegularFile {
                 // The kernel asks on behalf of an open file (before it reads through the page
                 // cache): the size of the version that handle reads.
-                let readable = handle.readable
-                var status = try withExtendedLifetime(readable) { () throws(Errno) -> stat in try Syscall.stat(readable.raw) }
+                var status = try handle.readableStatus()
                 fuse_reply_attr(request, &status, activity.needsFreshAttributes(node) ? 0 : options.attributeTimeout)
                 return
             }
@@ -88,8 +87,7 @@ extension FileSystem {
     private func savedAttributes(_ save: Save, for request: fuse_req_t) throws(Errno) -> stat {
         let requester = owner(of: request)
         if save.owner == requester, !save.hasFailed {
-            let current = save.current
-            var status = try withExtendedLifetime(current) { () throws(Errno) -> stat in try Syscall.stat(current.raw) }
+            var status = try save.currentStatus()
             if save.target.exists, activity.hasCachedReaders(save.node, besides: requester) {
                 try keepCommittedSize(of: save.node, in: &status)
             }
@@ -133,8 +131,7 @@ extension FileSystem {
                 var status: stat
                 if let save {
                     try changeAttributes(through: save, wanted.value, fields)
-                    let current = save.current
-                    status = try withExtendedLifetime(current) { () throws(Errno) -> stat in try Syscall.stat(current.raw) }
+                    status = try save.currentStatus()
                     if save.target.exists, activity.hasCachedReaders(node, besides: save.owner) {
                         try keepCommittedSize(of: node, in: &status)
                     }

@@ -135,7 +135,7 @@ extension FileSystem {
         if activity.hasSaves, let save = activity.save(of: node), save.owner == owner {
             let current = save.current
             return try withExtendedLifetime(current) { () throws(Errno) -> R in
-                try withDescriptorPath(current.raw, prefix: "/proc/self/fd/", body)
+                try Syscall.withDescriptorPath(current.raw, prefix: "/proc/self/fd/", body)
             }
         }
         return try withProcessPath(of: node, body)

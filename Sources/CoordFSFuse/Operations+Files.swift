@@ -11,7 +11,7 @@ import SystemPackage
 /// through `save`. In-place writers and special files write through `own` directly.
 /// Sendable: immutable but for an atomic flag.
 final class OpenFile: KernelHandle, Sendable {
-    var node: Node { counted.node }
+    let node: Node
     let own: SharedDescriptor?
     let save: Save?
     let isWriter: Bool
@@ -30,13 +30,10 @@ final class OpenFile: KernelHandle, Sendable {
     let origin: ChangeOrigin
     /// Presenters that stepped aside for this open, told to reacquire at its release.
     let consent: PresenterConsent
-    /// Counts the handle on its node for as long as it lives (see `Node.openHandle`).
-    let counted: CountedHandle
 
-    init(_ counted: CountedHandle, own: SharedDescriptor?, save: Save?, isWriter: Bool, appends: Bool, usesPageCache: Bool, grant: ClaimGrant?,
+    init(node: Node, own: SharedDescriptor?, save: Save?, isWriter: Bool, appends: Bool, usesPageCache: Bool, grant: ClaimGrant?,
          origin: ChangeOrigin, consent: PresenterConsent = .nobodyAsked, cachedReader: ClaimOwner? = nil) {
-        self.counted = counted
-        save?.bindHandle()
+        self.node = node
         self.cachedReader = cachedReader
         self.origin = origin
         self.consent = consent
@@ -48,27 +45,13 @@ final class OpenFile: KernelHandle, Sendable {
         self.grant = grant
     }
 
-    deinit {
-        save?.unbindHandle()
-    }
-
     /// The descriptor reads go to now; hold it for the read's duration.
     var readable: SharedDescriptor { save?.current ?? own! }
-}
 
-/// One open handle counted on its node, from before the open reads the node's backing until
-/// the handle is gone: a commit keeps the file it replaces for reuse only when no handle but
-/// its own save's is counted (see `SpareFile`). Sendable: immutable.
-final class CountedHandle: Sendable {
-    let node: Node
-
-    init(_ node: Node) {
-        self.node = node
-        node.openHandle()
-    }
-
-    deinit {
-        node.closeHandle()
+    /// The attributes of the version this handle reads (see `Save.currentStatus`).
+    func readableStatus() throws(Errno) -> stat {
+        if let save { return try save.currentStatus() }
+        return try Syscall.stat(own!.raw)
     }
 }
 
@@ -165,10 +148,10 @@ extension FileSystem {
     /// Opens the backing object itself: reads and writes go straight to it.
     private func openInPlace(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?, consent: PresenterConsent) {
         let flags = copy.info.flags
-        replyOpen(request, node, copy, grant: grant, consent: consent) { (counted) throws(Errno) -> OpenFile in
+        replyOpen(request, copy, grant: grant, consent: consent) { () throws(Errno) -> OpenFile in
             let descriptor = try reopen(node, flags: backingFlags(flags))
             if flags & O_TRUNC != 0 { try clearSetIDBitsOnTruncatingOpen(request.raw, descriptor.raw) }
-            return OpenFile(counted, own: SharedDescriptor(descriptor), save: nil, isWriter: opensForChange(flags),
+            return OpenFile(node: node, own: SharedDescriptor(descriptor), save: nil, isWriter: opensForChange(flags),
                             appends: false, usesPageCache: true, grant: grant, origin: origin(of: request.raw), consent: consent)
         }
     }
@@ -179,17 +162,17 @@ extension FileSystem {
         let flags = copy.info.flags
         let origin = origin(of: request.raw)
         let reader = ClaimOwner.process(origin.pid)
-        replyOpen(request, node, copy, grant: grant, consent: .nobodyAsked) { (counted) throws(Errno) -> OpenFile in
+        replyOpen(request, copy, grant: grant, consent: .nobodyAsked) { () throws(Errno) -> OpenFile in
             if let save = activity.save(of: node) {
                 if save.owner == reader, !save.hasFailed {
-                    return OpenFile(counted, own: nil, save: save, isWriter: false, appends: false, usesPageCache: false,
+                    return OpenFile(node: node, own: nil, save: save, isWriter: false, appends: false, usesPageCache: false,
                                     grant: grant, origin: origin)
                 }
                 if !save.target.exists { throw .noSuchFileOrDirectory } // created, not committed yet
             }
             let descriptor = SharedDescriptor(try reopen(node, flags: backingFlags(flags)))
             let cached = activity.openReader(of: node, owner: reader, version: descriptor, identity: node.identity)
-            return OpenFile(counted, own: descriptor, save: nil, isWriter: false, appends: false,
+            return OpenFile(node: node, own: descriptor, save: nil, isWriter: false, appends: false,
                             usesPageCache: cached, grant: grant, origin: origin, cachedReader: cached ? reader : nil)
         }
     }
@@ -198,7 +181,7 @@ extension FileSystem {
     private func openForSave(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?, consent: PresenterConsent) {
         let flags = copy.info.flags
         let origin = origin(of: request.raw)
-        replyOpen(request, node, copy, grant: grant, consent: consent) { (counted) throws(Errno) -> OpenFile in
+        replyOpen(request, copy, grant: grant, consent: consent) { () throws(Errno) -> OpenFile in
             let save = try saveForWriting(node, owner: .process(origin.pid))
             if flags & O_TRUNC != 0 {
                 let dropsSetID = canChangeOwners && fuse_req_ctx(request.raw)!.pointee.uid != 0
@@ -211,7 +194,7 @@ extension FileSystem {
                     throw error
                 }
             }
-            return OpenFile(counted, own: nil, save: save, isWriter: true, appends: flags & O_APPEND != 0,
+            return OpenFile(node: node, own: nil, save: save, isWriter: true, appends: flags & O_APPEND != 0,
                             usesPageCache: false, grant: grant, origin: origin, consent: consent)
         }
     }
@@ -221,18 +204,18 @@ extension FileSystem {
         if let existing = activity.joinSave(of: node) { return existing }
         guard let (directory, name) = nodes.location(of: node) else { throw .noSuchFileOrDirectory }
         let candidate = Save(node: node, owner: owner, committed: try reopen(node, flags: O_RDONLY), directory: directory, name: name,
-                             spares: spares)
+                             staging: staging)
         return activity.installSave(candidate)
     }
 
-    /// Builds the handle of `node` with `make` and sends the open reply; when that fails, the
-    /// claim taken for the open goes, the presenters that stepped aside are told so, and the
-    /// error is the reply.
-    private func replyOpen(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?, consent: PresenterConsent,
-                           _ make: (CountedHandle) throws(Errno) -> OpenFile) {
+    /// Builds the handle with `make` and sends the open reply; when that fails, the claim
+    /// taken for the open goes, the presenters that stepped aside are told so, and the error
+    /// is the reply.
+    private func replyOpen(_ request: PendingRequest, _ copy: FileInfoCopy, grant: ClaimGrant?, consent: PresenterConsent,
+                           _ make: () throws(Errno) -> OpenFile) {
         var info = copy.info
         do throws(Errno) {
-            let handle = try make(CountedHandle(node))
+            let handle = try make()
             configureCaching(&info, handle)
             handle.attach(to: &info)
             if fuse_reply_open(request.raw, &info) != 0, let handle = OpenFile.take(&info) { releaseHandle(handle) }
@@ -321,7 +304,7 @@ extension FileSystem {
             try giveToCaller(request.raw, parent: parent, name: name, descriptor: descriptor.raw, mode: mode)
             var entry = try lookUpMade(parent, name)
             publish(.created, origin: origin, path: nodes.path(of: parent)?.appending(name), isDirectory: false, size: 0)
-            let handle = OpenFile(CountedHandle(try node(entry.ino)), own: SharedDescriptor(descriptor), save: nil, isWriter: true,
+            let handle = OpenFile(node: try node(entry.ino), own: SharedDescriptor(descriptor), save: nil, isWriter: true,
                                   appends: false, usesPageCache: true, grant: nil, origin: origin, consent: consent)
             replyCreate(request, &entry, &info, handle)
         } catch {
@@ -330,14 +313,15 @@ extension FileSystem {
         }
     }
 
-    /// Creates the file as a staged temp that only its creator sees until the first commit
-    /// renames it into place (the node stands for the temp from the start, so it keeps its
-    /// identity through that rename).
+    /// Creates the file as a staged temp (unnamed where the backing allows) that only its
+    /// creator sees until the first commit gives it its name (the node stands for the temp from
+    /// the start, so it keeps its identity through that commit).
     private func createStaged(_ request: PendingRequest, _ parent: Node, _ name: FileName, _ mode: mode_t, _ copy: FileInfoCopy,
                               grant: ClaimGrant?, consent: PresenterConsent) {
         var info = copy.info
         let origin = origin(of: request.raw)
         let owner = ClaimOwner.process(origin.pid)
+        var staged: StagedFile?
         do throws(Errno) {
             if let existing = activity.pendingSave(PendingName(directory: parent.id, name: name)) {
                 // Our own pending file, which the kernel forgot: O_EXCL still means it exists.
@@ -349,23 +333,27 @@ extension FileSystem {
                 // ESTALE makes it look again and open what is there with its own checks.
                 throw info.flags & O_EXCL != 0 ? .fileExists : .staleNFSFileHandle
             }
-            let staged = try creatingForCaller(request.raw, mode: mode & 0o7777) { (creationMode) throws(Errno) in
-                try StagedFile.stage(in: parent.directory, replacing: nil, copyContents: false, owner: nil, mode: creationMode)
+            let made = try creatingForCaller(request.raw, mode: mode & 0o7777) { (creationMode) throws(Errno) in
+                try staging.stage(in: parent, replacing: nil, copyContents: false, owner: nil, mode: creationMode)
             }
-            try giveToCaller(request.raw, parent: parent, name: staged.name, descriptor: staged.descriptor.raw, mode: mode)
-            let stagedName = staged.name
-            var entry = try lookUpMade(parent, stagedName)
+            let temp = made.descriptor.raw
+            staged = consume made
+            try giveToCaller(request.raw, parent: parent, name: name, descriptor: temp, mode: mode)
+            var entry = try adopt(reopen(descriptor: temp, flags: Linux.O_PATH), parent, name)
             let node = try self.node(entry.ino)
-            nodes.moved(node, to: parent, name: name)
-            let save = try Save(node: node, owner: owner, creating: staged, directory: parent, name: name, spares: spares)
+            let current = try Syscall.duplicate(temp)
+            let save = Save(node: node, owner: owner, creating: staged.take()!, current: current, directory: parent, name: name,
+                            staging: staging)
+            entry.attr = Save.shownToOwner(entry.attr)
             _ = activity.installSave(save, pendingName: PendingName(directory: parent.id, name: name))
             // Only the creator may see the file: others reach the same cached name, so the kernel
             // must ask for attributes each time (getattr and open answer others ENOENT).
             entry.attr_timeout = 0
-            let handle = OpenFile(CountedHandle(node), own: nil, save: save, isWriter: true, appends: info.flags & O_APPEND != 0,
+            let handle = OpenFile(node: node, own: nil, save: save, isWriter: true, appends: info.flags & O_APPEND != 0,
                                   usesPageCache: false, grant: grant, origin: origin, consent: consent)
             replyCreate(request, &entry, &info, handle)
         } catch {
+            if let leftover = staged.take() { leftover.discard(in: parent.directory) }
             if let grant { claims.release(grant) }
             reacquire(consent)
             reply(request.raw, error: error)
@@ -499,36 +487,20 @@ extension FileSystem {
         do throws(Errno) {
             let report = try commit(save, origin: origin(of: request))
             replyOK(request)
-            finish(report) // after the program's close returned
+            withExtendedLifetime(report) {} // the replaced file goes only now, after the program's close returned
         } catch {
             reply(request, error: error)
         }
     }
 
-    /// What a commit leaves to do once the request is answered: empty the replaced file and
-    /// keep it as a spare (or remove it), and drop the node's old backing (which may close
-    /// the replaced file's last descriptor, freeing its blocks).
-    func finish(_ report: CommitReport?) {
-        guard let report, let candidate = report.spare else { return }
-        do throws(Errno) {
-            let emptied = try reopen(descriptor: candidate.version.descriptor.raw, flags: O_RDWR)
-            try StagedFile.truncate(emptied.raw, to: 0, reopen: reopen(descriptor:flags:))
-            let spare = SpareFile(name: candidate.name, descriptor: emptied, directory: candidate.directory)
-            for extra in spares.add(spare, in: candidate.directory.identity) { extra.remove() }
-        } catch {
-            spares.abandon(candidate.name, in: candidate.directory.identity)
-            SpareName(name: candidate.name, directory: candidate.directory).remove()
-        }
-    }
-
     /// Commits a save's changes and tells the kernel and subscribers. Returns the report, for
-    /// the caller to `finish` once it has replied.
+    /// the caller to drop (and with it the replaced file's descriptor) once it has replied.
     @discardableResult
     func commit(_ save: Save, origin: ChangeOrigin, onlyWithoutWriters: Bool = false) throws(Errno) -> CommitReport? {
         let processDescriptors = self.processDescriptors.raw
-        guard let report = try save.commit(durability: commitDurability, startingWriteback: startsWritebackBeforeExchange, nodes: nodes,
-                                           onlyWithoutWriters: onlyWithoutWriters, reopenAsPath: { (descriptor) throws(Errno) -> OwnedDescriptor in
-            try withDescriptorPath(descriptor, prefix: "") { (name) throws(Errno) -> OwnedDescriptor in
+        guard let report = try save.commit(durability: commitDurability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters,
+                                           reopenAsPath: { (descriptor) throws(Errno) -> OwnedDescriptor in
+            try Syscall.withDescriptorPath(descriptor, prefix: "") { (name) throws(Errno) -> OwnedDescriptor in
                 try Syscall.openAt(processDescriptors, name, Linux.O_PATH)
             }
         }) else { return nil }
@@ -575,7 +547,7 @@ extension FileSystem {
     func endWriter(of save: Save, origin: ChangeOrigin) {
         guard save.removeWriter() else { return }
         do throws(Errno) {
-            finish(try commit(save, origin: origin, onlyWithoutWriters: true))
+            try commit(save, origin: origin, onlyWithoutWriters: true)
         } catch {
             logger.error("commit failed; the committed file is unchanged", metadata: ["path": "\(nodes.path(of: save.node)?.description ?? "?")", "error": "\(error)"])
         }

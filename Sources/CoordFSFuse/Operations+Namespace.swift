@@ -93,11 +93,12 @@ extension FileSystem {
                     activity.clearPendingName(of: save)
                     removedPending = true
                 }
+                if flags & AT_REMOVEDIR != 0, let directory = nodes.node(named: fileName, in: parent) {
+                    try refuseIfHoldingPendingFiles(directory)
+                }
                 do throws(Errno) {
                     // No stat first: the kernel looked the name up, so the node table knows what it names.
-                    try removingSpares(of: { (try? Syscall.stat(at: parent.directory, fileName)).map(FileIdentity.init) }) { () throws(Errno) in
-                        try Syscall.unlink(at: parent.directory, fileName, flags: flags)
-                    }
+                    try Syscall.unlink(at: parent.directory, fileName, flags: flags)
                     noteRemoved(fileName, in: parent)
                     publish(.deleted, origin: origin, path: path, isDirectory: flags & AT_REMOVEDIR != 0, size: nil)
                 } catch .noSuchFileOrDirectory where removedPending {
@@ -144,9 +145,8 @@ extension FileSystem {
                 let movingIdentity: FileIdentity
                 if let movingNode { movingIdentity = movingNode.identity } else { movingIdentity = FileIdentity(try Syscall.stat(at: source.directory, sourceName)) }
                 let replacedNode = nodes.node(named: destinationName, in: destination).flatMap { $0.identity == movingIdentity ? nil : $0 }
-                try removingSpares(of: { (try? Syscall.stat(at: destination.directory, destinationName)).map(FileIdentity.init) }) { () throws(Errno) in
-                    try Syscall.rename(source.directory, sourceName, to: destination.directory, destinationName, flags: flags)
-                }
+                if let replacedNode, flags & Linux.RENAME_EXCHANGE == 0 { try refuseIfHoldingPendingFiles(replacedNode) }
+                try Syscall.rename(source.directory, sourceName, to: destination.directory, destinationName, flags: flags)
 
                 if let replacedNode {
                     if flags & Linux.RENAME_EXCHANGE != 0 {
@@ -185,23 +185,21 @@ extension FileSystem {
     private func noteRemoved(_ name: FileName, in directory: Node) {
         guard let removed = nodes.removedName(name, in: directory) else { return }
         let save = activity.save(of: removed)
+        if let save, !save.target.exists {
+            // A file created through the mount and not committed yet, whose name a rename took:
+            // as on a plain disk, its creator keeps writing to a file with no name, which goes.
+            save.discard()
+            activity.clearPendingName(of: save)
+            return
+        }
         if removed.isDirectory || save != nil, nodes.isUnlinked(removed) { save?.discard() }
     }
 
-    /// Runs a step that removes or replaces a directory. Spares (see `SpareFile`) are hidden
-    /// from the mount, so a directory that holds nothing else is empty to its users: when the
-    /// step fails with ENOTEMPTY, the spares in `directory` go and the step runs once more.
-    private func removingSpares(of directory: () -> FileIdentity?, _ step: () throws(Errno) -> Void) throws(Errno) {
-        do throws(Errno) {
-            try step()
-        } catch .directoryNotEmpty where spares.mayHoldFiles {
-            guard let identity = directory() else { throw .directoryNotEmpty }
-            let (held, incoming) = spares.takeAll(in: identity)
-            if held.isEmpty && incoming.isEmpty { throw .directoryNotEmpty }
-            for spare in held { spare.remove() }
-            for spare in incoming { spare.remove() }
-            try step()
-        }
+    /// A directory that files created through the mount and not committed yet are to appear
+    /// in is not empty, as on a plain disk, though the backing does not hold them yet (their
+    /// temps are unnamed): it is neither removed nor replaced.
+    private func refuseIfHoldingPendingFiles(_ directory: Node) throws(Errno) {
+        if directory.isDirectory && activity.hasPendingNames(in: directory.id) { throw .directoryNotEmpty }
     }
 
     /// What a rename asks: both sides step aside; a destination it would replace must be
@@ -221,6 +219,8 @@ extension FileSystem {
     /// under the old name yet, so the rename moves where the first commit will go.
     private func renamePending(_ save: Save, to destination: Node, _ name: FileName, flags: UInt32) throws(Errno) {
         if flags & Linux.RENAME_EXCHANGE != 0 { throw .invalidArgument }
+        // The temp commits into the new directory: it must be on the same filesystem, as a rename must.
+        if destination.identity.device != save.target.directory.identity.device { throw .improperLink }
         let exists = (try? Syscall.stat(at: destination.directory, name)) != nil
         if exists && flags & Linux.RENAME_NOREPLACE != 0 { throw .fileExists }
         if activity.pendingSave(PendingName(directory: destination.id, name: name)) != nil && flags & Linux.RENAME_NOREPLACE != 0 {

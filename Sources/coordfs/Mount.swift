@@ -66,6 +66,9 @@ struct Mount: ParsableCommand {
     @Option(help: ArgumentHelp("What a commit syncs: none (rename only), replacing (fsync a file before it replaces an existing one; default), file (fsync every commit), full (also the directory).", valueName: "level"))
     var durability: Durability = .recommended
 
+    @Flag(help: "Stage saves in named hidden temps even where the backing has unnamed files (O_TMPFILE), as on filesystems without them.")
+    var namedTemps = false
+
     @Option(name: .customLong("in-place"), help: ArgumentHelp("A name or path pattern of files written in place instead of atomically (repeatable; adds to the defaults: SQLite, *.log, ...).", valueName: "pattern"), transform: ExactArguments.display)
     var inPlacePatterns: [String] = []
 
@@ -131,6 +134,7 @@ struct Mount: ParsableCommand {
         options.presenterTimeout = .milliseconds(Int64(presenterTimeout * 1000))
         options.strictReads = strictReads
         options.durability = durability
+        options.namedTemps = namedTemps
         options.inPlace = InPlacePolicy(patterns: (noDefaultInPlace ? [] : InPlacePolicy.defaultPatterns) + inPlacePatterns,
                                         largerThan: inPlaceLargerThan > 0 ? inPlaceLargerThan << 20 : nil)
         return options

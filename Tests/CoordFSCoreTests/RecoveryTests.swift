@@ -111,7 +111,7 @@ import Testing
     }
 
     /// A sweep in the same second as an earlier one adds to its folder without replacing anything.
-    /// An empty temp holds nothing to recover (a spare kept for reuse looks like that): deleted.
+    /// An empty temp holds nothing to recover (a save that had not written yet): deleted.
     @Test func emptyTempsAreDeleted() throws {
         let empty = StagingName.make()
         let full = StagingName.make()
@@ -120,6 +120,35 @@ import Testing
         #expect(recovered.map(\.originalPath.description) == ["/a/\(full)"])
         #expect(!scratch.exists("a/\(empty)"))
         #expect(!scratch.exists("\(folder)/a/\(empty)"))
+    }
+
+    /// What a crash can leave of a save: of an unnamed temp nothing, or, caught between the
+    /// link that names it for its commit and the rename, a named temp like any other; of a
+    /// named temp (a backing without unnamed files), the temp. Both are moved aside whole.
+    @Test func whatACrashLeavesOfEitherKindOfTempIsRecovered() throws {
+        #expect(scratch.shell("mkdir d && echo committed > d/file"))
+        let directory = try Syscall.openAt(scratch.raw, "d", Linux.O_PATH | O_DIRECTORY)
+        let target = try Syscall.openAt(directory.raw, "file", O_RDONLY)
+        var linkedName = FileName.empty
+        do {
+            let vanishing = try StagedFile.stage(in: directory.raw, replacing: target.raw, copyContents: false, owner: nil, mode: 0)
+            try scratch.write(vanishing.descriptor.raw, Array("never committed".utf8))
+            let caught = try StagedFile.stage(in: directory.raw, replacing: target.raw, copyContents: false, owner: nil, mode: 0)
+            try scratch.write(caught.descriptor.raw, Array("linked, not renamed".utf8))
+            linkedName = try caught.linkUnderStagingName(in: directory.raw, names: StagingName.make)
+        } // the process "crashes": every descriptor closes, nothing is discarded
+        let named = try StagedFile.stage(in: directory.raw, replacing: target.raw, copyContents: false, owner: nil, mode: 0, unnamed: false)
+        try scratch.write(named.descriptor.raw, Array("named".utf8))
+        let stagedName = named.name
+        let namedName = try #require(stagedName)
+        #expect(try scratch.names(in: "d") == ["file", linkedName, namedName])
+
+        let recovered = try Recovery.sweep(backingRoot: scratch.raw, now: now)
+        #expect(Set(recovered.map(\.originalPath.description)) == ["/d/\(linkedName)", "/d/\(namedName)"])
+        #expect(try scratch.read("\(folder)/d/\(linkedName)") == Array("linked, not renamed".utf8))
+        #expect(try scratch.read("\(folder)/d/\(namedName)") == Array("named".utf8))
+        #expect(try scratch.names(in: "d") == ["file"])
+        #expect(try scratch.read("d/file") == Array("committed\n".utf8))
     }
 
     @Test func sameSecondTwiceKeepsBoth() throws {

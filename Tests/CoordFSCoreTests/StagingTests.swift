@@ -4,7 +4,7 @@ import SystemPackage
 import Testing
 @testable import CoordFSCore
 
-/// Staging names: the exact pattern, the fast C-string check agreeing with the name one,
+/// Staging names: the exact pattern, the fast C-string check agreeing with the String one,
 /// and which names are reserved where.
 @Suite struct StagingNameTests {
     @Test func madeNamesHaveTheFixedShape() {
@@ -74,9 +74,11 @@ import Testing
     }
 }
 
-/// Staged temps against a real scratch directory (no mount): contents copied byte for byte by
-/// every method, metadata carried over (mode with set-id bits, owner, xattrs, ACLs), commit and
-/// discard, and failures that leave nothing behind.
+/// Staged temps against a real scratch directory (no mount), unnamed (O_TMPFILE: /tmp here is
+/// ext4 or tmpfs, which have them) and named (the fallback) alike: contents copied byte for
+/// byte by every method, metadata carried over (mode with set-id bits, owner, xattrs, ACLs),
+/// commit by link (a new file) and by link and rename (a replaced one), discard, and failures
+/// that leave nothing behind.
 @Suite struct StagingTests {
     let scratch: ScratchDirectory
 
@@ -84,27 +86,47 @@ import Testing
         scratch = try ScratchDirectory("staging")
     }
 
-    func stageCopy(of name: String, copyContents: Bool = true) throws -> StagedFile {
+    func stageCopy(of name: String, copyContents: Bool = true, unnamed: Bool = true) throws -> StagedFile {
         let target = try Syscall.openAt(scratch.raw, name, O_RDONLY)
-        return try StagedFile.stage(in: scratch.raw, replacing: target.raw, copyContents: copyContents, owner: nil, mode: 0)
+        return try StagedFile.stage(in: scratch.raw, replacing: target.raw, copyContents: copyContents, owner: nil, mode: 0,
+                                    unnamed: unnamed)
     }
 
-    func temps() throws -> [FileName] {
-        try scratch.names().filter { StagingName.isStaging($0) }
+    func temps(in relative: String = ".") throws -> [FileName] {
+        try scratch.names(in: relative).filter { StagingName.isStaging($0) }
+    }
+
+    /// The temps the directory lists while `staged` is pending: its name, or none for an unnamed one.
+    func expectedTemps(_ staged: borrowing StagedFile) -> [FileName] {
+        staged.name.map { [$0] } ?? []
+    }
+
+    /// An unnamed temp has no name and no link, and the directory does not list it; a named
+    /// one is a staging name the directory lists.
+    func expectKind(_ staged: borrowing StagedFile, unnamed: Bool, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        if unnamed {
+            #expect(staged.name == nil, sourceLocation: sourceLocation)
+            #expect(try Syscall.stat(staged.descriptor.raw).st_nlink == 0, sourceLocation: sourceLocation)
+        } else {
+            let stagedName = staged.name
+            let name = try #require(stagedName, sourceLocation: sourceLocation)
+            #expect(StagingName.isStaging(name), sourceLocation: sourceLocation)
+            #expect(try Syscall.stat(staged.descriptor.raw).st_nlink == 1, sourceLocation: sourceLocation)
+        }
     }
 
     // MARK: Contents
 
-    @Test(arguments: [0, 1, 4096, 3 << 20 | 12345])
-    func copyKeepsContentsByteForByte(size: Int) throws {
+    @Test(arguments: [0, 1, 4096, 3 << 20 | 12345], [true, false])
+    func copyKeepsContentsByteForByte(size: Int, unnamed: Bool) throws {
         let contents = randomBytes(size)
         try scratch.write("file", contents)
-        let staged = try stageCopy(of: "file")
-        #expect(StagingName.isStaging(staged.name))
+        let staged = try stageCopy(of: "file", unnamed: unnamed)
+        try expectKind(staged, unnamed: unnamed)
         #expect(try ScratchDirectory.readAll(staged.descriptor.raw) == contents)
         #expect(try Syscall.stat(staged.descriptor.raw).st_size == off_t(size))
         #expect(try scratch.read("file") == contents)
-        #expect(try temps() == [staged.name])
+        #expect(try temps() == expectedTemps(staged))
     }
 
     @Test func sparseFileCopiesWithHolesAsZeros() throws {
@@ -181,7 +203,22 @@ import Testing
         #expect(try ScratchDirectory.readAll(source.raw) == contents)
         #expect(try ScratchDirectory.readAll(staged.descriptor.raw) == [1, 2, 3] + contents.dropFirst(3))
         #expect(try Syscall.stat(staged.descriptor.raw).st_mode & 0o7777 == 0o640)
-        try staged.commit(in: xfs.raw, as: "source", durability: .full)
+        try staged.commit(in: xfs.raw, as: "source", replacingExistingFile: true, durability: .full)
+        #expect(try ScratchDirectory.readAll(try Syscall.openAt(xfs.raw, "source", O_RDONLY).raw) == [1, 2, 3] + contents.dropFirst(3))
+        #expect(Set(try names(in: xfs.raw)) == ["source", "clone"])
+    }
+
+    func names(in directory: Int32) throws -> [String] {
+        let stream = try Syscall.openDirectoryStream(directory)
+        defer { Syscall.closeDirectoryStream(stream) }
+        var names: [String] = []
+        while let entry = try Syscall.readDirectory(stream) {
+            let name = withUnsafePointer(to: &entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
     }
 
     /// Offsets are explicit: neither descriptor's position moves.
@@ -249,19 +286,22 @@ import Testing
         }
     }
 
-    @Test func copyCarriesModeOwnerExtendedAttributesAndACL() throws {
+    @Test(arguments: [true, false])
+    func copyCarriesModeOwnerExtendedAttributesAndACL(unnamed: Bool) throws {
         try scratch.write("file", Array("contents".utf8))
         let aclSet = try decorate("file")
-        let staged = try stageCopy(of: "file")
+        let staged = try stageCopy(of: "file", unnamed: unnamed)
+        try expectKind(staged, unnamed: unnamed)
         try expectSameMetadata("file", staged.descriptor.raw, aclSet: aclSet)
         #expect(try ScratchDirectory.readAll(staged.descriptor.raw) == Array("contents".utf8))
     }
 
     /// What an open with O_TRUNC stages: an empty file with the target's metadata.
-    @Test func truncatingStageStartsEmptyButKeepsMetadata() throws {
+    @Test(arguments: [true, false])
+    func truncatingStageStartsEmptyButKeepsMetadata(unnamed: Bool) throws {
         try scratch.write("file", randomBytes(50000))
         let aclSet = try decorate("file")
-        let staged = try stageCopy(of: "file", copyContents: false)
+        let staged = try stageCopy(of: "file", copyContents: false, unnamed: unnamed)
         #expect(try Syscall.stat(staged.descriptor.raw).st_size == 0)
         try expectSameMetadata("file", staged.descriptor.raw, aclSet: aclSet)
         #expect(try scratch.status("file").st_size == 50000)
@@ -278,26 +318,30 @@ import Testing
         #expect(throws: Errno(rawValue: EBADF)) {
             _ = try StagedFile.stage(in: self.scratch.raw, replacing: target.raw, copyContents: true, owner: nil, mode: 0)
         }
-        #expect(try temps() == [staged.name])
+        #expect(try temps().isEmpty)
+        #expect(try scratch.names() == ["file"])
     }
 
     /// A default ACL on the directory hands the temp an access ACL at creation; a target
     /// without an ACL must not gain one by being saved.
-    @Test func inheritedACLIsNotAddedToATargetWithout() throws {
+    @Test(arguments: [true, false])
+    func inheritedACLIsNotAddedToATargetWithout(unnamed: Bool) throws {
         guard system("command -v setfacl >/dev/null") == 0 else {
             print("setfacl is not installed (apt-get install -y acl): skipped")
             return
         }
         try scratch.write("plain", Array("x".utf8))
         #expect(scratch.shell("chmod 640 plain && setfacl -d -m u:65534:rwx .")) // after the file exists
-        let staged = try stageCopy(of: "plain")
+        let staged = try stageCopy(of: "plain", unnamed: unnamed)
+        try expectKind(staged, unnamed: unnamed)
         #expect(!MetadataCopy.hasAttribute(staged.descriptor.raw, MetadataCopy.accessACL))
         #expect(try Syscall.stat(staged.descriptor.raw).st_mode & 0o7777 == 0o640)
     }
 
     /// The mode asked less the creating thread's umask (which `withCreationMask` sets for
     /// this thread alone, and puts back), set-id bits kept.
-    @Test func newFileGetsTheModeAndOwnerAsked() throws {
+    @Test(arguments: [true, false])
+    func newFileGetsTheModeAndOwnerAsked(unnamed: Bool) throws {
         let owner: (uid_t, gid_t)? = isRoot ? (65534, 65534) : nil
         let processMask = try readUmask()
         var duringOnThisThread: String?
@@ -305,8 +349,9 @@ import Testing
         let staged = try Syscall.withCreationMask(0o027, mode: S_IFREG | 0o2667) { (mode) throws(Errno) in
             duringOnThisThread = try? readUmask()
             duringOnTheMainThread = try? readUmask("/proc/self/status")
-            return try StagedFile.stage(in: scratch.raw, replacing: nil, copyContents: false, owner: owner, mode: mode)
+            return try StagedFile.stage(in: scratch.raw, replacing: nil, copyContents: false, owner: owner, mode: mode, unnamed: unnamed)
         }
+        try expectKind(staged, unnamed: unnamed)
         #expect(duringOnThisThread == "Umask:\t0027")
         if !Thread.isMainThread { #expect(duringOnTheMainThread == processMask) }
         #expect(try readUmask() == processMask)
@@ -329,26 +374,31 @@ import Testing
     }
 
     /// In a directory with a default ACL, the ACL (not the mode asked, not the umask) decides
-    /// the permission bits of a new file, as on a plain disk.
-    @Test func newFileInADirectoryWithDefaultACLFollowsIt() throws {
+    /// the permission bits of a new file, as on a plain disk, and the file inherits it as an
+    /// access ACL, whether it starts unnamed or named.
+    @Test(arguments: [true, false])
+    func newFileInADirectoryWithDefaultACLFollowsIt(unnamed: Bool) throws {
         guard system("command -v setfacl >/dev/null") == 0 else {
             print("setfacl is not installed (apt-get install -y acl): skipped")
             return
         }
         #expect(scratch.shell("mkdir d && setfacl -d -m u::rw,g::r,o::-,u:65534:r d"))
         let directory = try Syscall.openAt(scratch.raw, "d", Linux.O_PATH | O_DIRECTORY) // as the node table holds it
-        let staged = try StagedFile.stage(in: directory.raw, replacing: nil, copyContents: false, owner: nil, mode: 0o666)
+        let staged = try StagedFile.stage(in: directory.raw, replacing: nil, copyContents: false, owner: nil, mode: 0o666, unnamed: unnamed)
+        try expectKind(staged, unnamed: unnamed)
         let plain = try Syscall.openAt(directory.raw, "plain", O_RDWR | O_CREAT | O_EXCL, 0o666)
         #expect(try Syscall.stat(staged.descriptor.raw).st_mode & 0o7777 == (try Syscall.stat(plain.raw).st_mode & 0o7777))
         #expect(try Syscall.stat(staged.descriptor.raw).st_mode & 0o7777 == 0o640)
         #expect(MetadataCopy.hasAttribute(staged.descriptor.raw, MetadataCopy.accessACL))
+        let acl = Array(MetadataCopy.accessACL.utf8CString)
+        #expect(try ExtendedAttributes.value(of: staged.descriptor.raw, acl) == ExtendedAttributes.value(of: plain.raw, acl))
     }
 
     @Test func nameCollisionDrawsAgain() throws {
         let taken = StagingName.make(random: 42)
         try scratch.write(taken, Array("someone else's".utf8))
         var drawn: [FileName] = []
-        let staged = try StagedFile.create(in: scratch.raw, mode: 0o600) {
+        let staged = try StagedFile.createNamed(in: scratch.raw, mode: 0o600) {
             let name = drawn.isEmpty ? taken : StagingName.make()
             drawn.append(name)
             return name
@@ -356,21 +406,33 @@ import Testing
         #expect(drawn.count == 2)
         #expect(staged.name == drawn[1])
         #expect(try scratch.read("\(taken)") == Array("someone else's".utf8))
+
+        // The name an unnamed temp commits under draws again the same way.
+        let unnamed = try StagedFile.stage(in: scratch.raw, replacing: nil, copyContents: false, owner: nil, mode: 0o600)
+        drawn = []
+        let linked = try unnamed.linkUnderStagingName(in: scratch.raw) {
+            let name = drawn.isEmpty ? taken : StagingName.make()
+            drawn.append(name)
+            return name
+        }
+        #expect(drawn.count == 2 && linked == drawn[1])
+        #expect(FileIdentity(try scratch.status(linked)) == FileIdentity(try Syscall.stat(unnamed.descriptor.raw)))
+        #expect(try scratch.read("\(taken)") == Array("someone else's".utf8))
     }
 
     // MARK: Commit and discard
 
-    @Test(arguments: Durability.allCases)
-    func commitReplacesTheTargetAtomically(durability: Durability) throws {
+    @Test(arguments: Durability.allCases, [true, false])
+    func commitReplacesTheTargetAtomically(durability: Durability, unnamed: Bool) throws {
         try scratch.write("doc.txt", Array("old version".utf8))
         let reader = try Syscall.openAt(scratch.raw, "doc.txt", O_RDONLY)
-        let staged = try stageCopy(of: "doc.txt")
+        let staged = try stageCopy(of: "doc.txt", unnamed: unnamed)
         try Syscall.truncate(staged.descriptor.raw, 0)
         try scratch.write(staged.descriptor.raw, Array("the new version".utf8))
         // Before the commit everyone sees the old version.
         #expect(try scratch.read("doc.txt") == Array("old version".utf8))
 
-        let result = try staged.commit(in: scratch.raw, as: "doc.txt", durability: durability)
+        let result = try staged.commit(in: scratch.raw, as: "doc.txt", replacingExistingFile: true, durability: durability)
         #expect(result == nil)
         #expect(try scratch.read("doc.txt") == Array("the new version".utf8))
         // A descriptor opened on the old file still reads the old contents: it was replaced, not rewritten.
@@ -380,16 +442,64 @@ import Testing
         #expect(try scratch.names() == ["doc.txt"])
     }
 
-    @Test(arguments: Durability.allCases)
-    func commitOfANewFileCreatesIt(durability: Durability) throws {
+    /// A new file's temp becomes the file itself: an unnamed one is linked to its name (the
+    /// same inode, one link), a named one renamed.
+    @Test(arguments: Durability.allCases, [true, false])
+    func commitOfANewFileCreatesIt(durability: Durability, unnamed: Bool) throws {
         let directory = try Syscall.openAt(scratch.raw, ".", Linux.O_PATH | O_DIRECTORY) // fsync must reopen it
-        let staged = try StagedFile.stage(in: directory.raw, replacing: nil, copyContents: false, owner: nil, mode: 0o644)
+        let staged = try StagedFile.stage(in: directory.raw, replacing: nil, copyContents: false, owner: nil, mode: 0o644, unnamed: unnamed)
+        try expectKind(staged, unnamed: unnamed)
         try scratch.write(staged.descriptor.raw, Array("fresh".utf8))
         #expect(!scratch.exists("new.txt"))
-        #expect(try staged.commit(in: directory.raw, as: "new.txt", durability: durability) == nil)
+        #expect(try scratch.names() == Set(expectedTemps(staged)))
+        #expect(try staged.commit(in: directory.raw, as: "new.txt", replacingExistingFile: false, durability: durability) == nil)
         #expect(try scratch.read("new.txt") == Array("fresh".utf8))
         #expect(try scratch.status("new.txt").st_mode & 0o7777 == 0o644)
-        #expect(try temps().isEmpty)
+        #expect(FileIdentity(try scratch.status("new.txt")) == FileIdentity(try Syscall.stat(staged.descriptor.raw)))
+        #expect(try Syscall.stat(staged.descriptor.raw).st_nlink == 1)
+        #expect(try scratch.names() == ["new.txt"])
+    }
+
+    /// A new file's name that appeared meanwhile (behind the mount, or the creator renamed its
+    /// pending file over another) is replaced, as the rename a named temp commits with would:
+    /// through a staging name, which is gone afterwards.
+    @Test(arguments: [true, false])
+    func commitOfANewFileOverANameThatAppeared(unnamed: Bool) throws {
+        let staged = try StagedFile.stage(in: scratch.raw, replacing: nil, copyContents: false, owner: nil, mode: 0o600, unnamed: unnamed)
+        try scratch.write(staged.descriptor.raw, Array("mine".utf8))
+        try scratch.write("new.txt", Array("someone else's".utf8))
+        #expect(try staged.commit(in: scratch.raw, as: "new.txt", replacingExistingFile: false, durability: .none) == nil)
+        #expect(try scratch.read("new.txt") == Array("mine".utf8))
+        #expect(try scratch.names() == ["new.txt"])
+    }
+
+    /// Staging leaves the directory alone (an unnamed temp adds no name; a named one puts the
+    /// time back), and so does a commit that replaces a file, as a save on a plain disk does;
+    /// a new file changes it.
+    @Test(arguments: [true, false])
+    func savesLeaveTheDirectoryTimeAlone(unnamed: Bool) throws {
+        try scratch.write("doc.txt", Array("old".utf8))
+        #expect(scratch.shell("touch -d 2001-02-03 ."))
+        func directoryTime() throws -> [Int] {
+            let time = try Syscall.stat(scratch.raw).st_mtim
+            return [time.tv_sec, time.tv_nsec]
+        }
+        let before = try directoryTime()
+        let staged = try stageCopy(of: "doc.txt", unnamed: unnamed)
+        #expect(try directoryTime() == before)
+        try scratch.write(staged.descriptor.raw, Array("new".utf8))
+        try staged.commit(in: scratch.raw, as: "doc.txt", replacingExistingFile: true, durability: .none)
+        #expect(try directoryTime() == before)
+        #expect(try scratch.read("doc.txt") == Array("new".utf8))
+
+        let discarded = try stageCopy(of: "doc.txt", unnamed: unnamed)
+        discarded.discard(in: scratch.raw)
+        #expect(try directoryTime() == before)
+
+        let fresh = try StagedFile.stage(in: scratch.raw, replacing: nil, copyContents: false, owner: nil, mode: 0o600, unnamed: unnamed)
+        try fresh.commit(in: scratch.raw, as: "fresh.txt", replacingExistingFile: false, durability: .none)
+        #expect(try directoryTime() != before)
+        #expect(try scratch.names() == ["doc.txt", "fresh.txt"])
     }
 
     @Test func durabilityNamesAndRecommendation() {
@@ -409,46 +519,62 @@ import Testing
         let staged = try stageCopy(of: "before")
         #expect(scratch.shell("mv before after"))
         try scratch.write(staged.descriptor.raw, Array("v2".utf8))
-        try staged.commit(in: scratch.raw, as: "after", durability: .file)
+        try staged.commit(in: scratch.raw, as: "after", replacingExistingFile: true, durability: .file)
         #expect(try scratch.read("after") == Array("v2".utf8))
         #expect(try scratch.names() == ["after"])
     }
 
-    /// The target moved to another directory: the temp follows, or commits across.
-    @Test func commitAcrossDirectories() throws {
+    /// The target moved to another directory: a named temp follows, or commits across; an
+    /// unnamed one is in no directory and commits wherever the target is.
+    @Test(arguments: [true, false])
+    func commitAcrossDirectories(unnamed: Bool) throws {
         #expect(scratch.shell("mkdir a b c"))
         let a = try Syscall.openAt(scratch.raw, "a", O_RDONLY | O_DIRECTORY)
         let b = try Syscall.openAt(scratch.raw, "b", Linux.O_PATH | O_DIRECTORY)
         let c = try Syscall.openAt(scratch.raw, "c", O_RDONLY | O_DIRECTORY)
 
-        let first = try StagedFile.stage(in: a.raw, replacing: nil, copyContents: false, owner: nil, mode: 0o600)
+        let first = try StagedFile.stage(in: a.raw, replacing: nil, copyContents: false, owner: nil, mode: 0o600, unnamed: unnamed)
         try first.move(from: a.raw, to: b.raw)
         #expect(try scratch.names(in: "a").isEmpty)
-        #expect(try scratch.names(in: "b") == [first.name])
-        #expect(try first.commit(in: b.raw, as: "one", durability: .full) == nil)
+        #expect(try scratch.names(in: "b") == Set(expectedTemps(first)))
+        #expect(try first.commit(in: b.raw, as: "one", replacingExistingFile: false, durability: .full) == nil)
 
-        let second = try StagedFile.stage(in: a.raw, replacing: nil, copyContents: false, owner: nil, mode: 0o600)
-        #expect(try second.commit(from: a.raw, to: c.raw, as: "two", durability: .full) == nil)
+        let second = try StagedFile.stage(in: a.raw, replacing: nil, copyContents: false, owner: nil, mode: 0o600, unnamed: unnamed)
+        #expect(try second.commit(from: a.raw, to: c.raw, as: "two", replacingExistingFile: false, durability: .full) == nil)
         #expect(try scratch.names(in: "a").isEmpty)
         #expect(try scratch.names(in: "b") == ["one"])
         #expect(try scratch.names(in: "c") == ["two"])
+
+        // A replacing commit into another directory than the one the temp was staged in.
+        let third = try StagedFile.stage(in: a.raw, replacing: nil, copyContents: false, owner: nil, mode: 0o600, unnamed: unnamed)
+        try scratch.write(third.descriptor.raw, Array("3".utf8))
+        #expect(try third.commit(from: a.raw, to: c.raw, as: "two", replacingExistingFile: true, durability: .full) == nil)
+        #expect(try scratch.read("c/two") == Array("3".utf8))
+        #expect(try scratch.names(in: "a").isEmpty)
+        #expect(try scratch.names(in: "c") == ["two"])
     }
 
-    @Test func failedCommitLeavesTheTempToDiscard() throws {
+    /// A commit that fails changes nothing: the temp is as it was (unnamed, or under its name)
+    /// and can still be discarded, and no staging name stays behind.
+    @Test(arguments: [true, false], [true, false])
+    func failedCommitLeavesTheTempToDiscard(unnamed: Bool, replacing: Bool) throws {
         #expect(scratch.shell("mkdir target-is-a-directory && touch target-is-a-directory/x"))
-        let staged = try StagedFile.stage(in: scratch.raw, replacing: nil, copyContents: false, owner: nil, mode: 0o600)
+        let staged = try StagedFile.stage(in: scratch.raw, replacing: nil, copyContents: false, owner: nil, mode: 0o600, unnamed: unnamed)
         #expect(throws: Errno(rawValue: EISDIR)) {
-            try staged.commit(in: scratch.raw, as: "target-is-a-directory", durability: .file)
+            try staged.commit(in: scratch.raw, as: "target-is-a-directory", replacingExistingFile: replacing, durability: .file)
         }
-        #expect(try temps() == [staged.name])
+        #expect(try temps() == expectedTemps(staged))
+        try expectKind(staged, unnamed: unnamed)
         #expect(staged.discard(in: scratch.raw) == nil)
         #expect(try temps().isEmpty)
+        #expect(try scratch.names() == ["target-is-a-directory"])
     }
 
-    @Test func discardLeavesTheTargetUntouched() throws {
+    @Test(arguments: [true, false])
+    func discardLeavesTheTargetUntouched(unnamed: Bool) throws {
         try scratch.write("keep", Array("committed".utf8))
         let before = try scratch.status("keep")
-        let staged = try stageCopy(of: "keep")
+        let staged = try stageCopy(of: "keep", unnamed: unnamed)
         try scratch.write(staged.descriptor.raw, Array("uncommitted".utf8))
         #expect(staged.discard(in: scratch.raw) == nil)
         #expect(try scratch.read("keep") == Array("committed".utf8))
@@ -457,60 +583,103 @@ import Testing
         #expect(staged.discard(in: scratch.raw) == nil) // already gone: fine
     }
 
-    // MARK: Exchange and spares
+    // MARK: Unnamed temps and the fallback
 
-    /// An exchange commits as a rename does, and keeps the replaced file under the temp's name:
-    /// a reader of the old version still reads it, and the directory holds both names.
-    @Test(arguments: Durability.allCases)
-    func exchangeCommitsAndKeepsTheReplacedFile(durability: Durability) throws {
-        try scratch.write("doc.txt", Array("old version".utf8))
-        let old = FileIdentity(try scratch.status("doc.txt"))
-        let reader = try Syscall.openAt(scratch.raw, "doc.txt", O_RDONLY)
+    /// While a save is in flight the directory lists nothing but what it held: the temp has no
+    /// name until its commit, and none is left after it.
+    @Test func unnamedTempLeavesNoTraceUntilCommit() throws {
+        try scratch.write("doc.txt", Array("v1".utf8))
         let staged = try stageCopy(of: "doc.txt", copyContents: false)
-        try scratch.write(staged.descriptor.raw, Array("the new version".utf8))
-
-        #expect(try staged.exchange(in: scratch.raw, with: "doc.txt", durability: durability, startingWriteback: true))
-        #expect(try scratch.read("doc.txt") == Array("the new version".utf8))
-        #expect(FileIdentity(try scratch.status("doc.txt")) == FileIdentity(try Syscall.stat(staged.descriptor.raw)))
-        #expect(FileIdentity(try scratch.status(staged.name)) == old)
-        #expect(try ScratchDirectory.readAll(reader.raw) == Array("old version".utf8))
-        #expect(try temps() == [staged.name])
+        try expectKind(staged, unnamed: true)
+        try scratch.write(staged.descriptor.raw, Array("v2".utf8))
+        #expect(try scratch.names() == ["doc.txt"])
+        try staged.commit(in: scratch.raw, as: "doc.txt", replacingExistingFile: true, durability: .none)
+        #expect(try scratch.names() == ["doc.txt"])
+        #expect(try scratch.read("doc.txt") == Array("v2".utf8))
     }
 
-    /// No target (removed behind the mount): nothing changes, and a plain commit is the way.
-    @Test func exchangeWithoutATargetChangesNothing() throws {
-        let staged = try StagedFile.stage(in: scratch.raw, replacing: nil, copyContents: false, owner: nil, mode: 0o644)
-        #expect(try !staged.exchange(in: scratch.raw, with: "missing", durability: .none, startingWriteback: false))
-        #expect(try temps() == [staged.name])
-        #expect(!scratch.exists("missing"))
+    /// The mount's staging: unnamed where the filesystem has unnamed files, named when told
+    /// (`--named-temps`); what refuses unnamed files is told by its errno.
+    @Test func tempStagingChoosesUnnamedWherePossible() throws {
+        try scratch.write("doc.txt", Array("v1".utf8))
+        let target = try Syscall.openAt(scratch.raw, "doc.txt", O_RDONLY)
+        let table = try NodeTable(root: try Syscall.openAt(scratch.raw, ".", Linux.O_PATH | O_DIRECTORY))
+        let device = table.root.identity.device
+        let staging = TempStaging()
+        #expect(staging.mayStageUnnamed(on: device))
+        let unnamed = try staging.stage(in: table.root, replacing: target.raw, copyContents: true, owner: nil, mode: 0)
+        try expectKind(unnamed, unnamed: true)
+        let new = try staging.stage(in: table.root, replacing: nil, copyContents: false, owner: nil, mode: 0o640)
+        try expectKind(new, unnamed: true)
+        #expect(staging.mayStageUnnamed(on: device))
+
+        let forced = TempStaging(unnamed: false)
+        #expect(!forced.mayStageUnnamed(on: device))
+        for _ in 0..<3 { // no file is made ahead for named temps
+            let named = try forced.stage(in: table.root, replacing: target.raw, copyContents: true, owner: nil, mode: 0)
+            try expectKind(named, unnamed: false)
+            #expect(try temps() == expectedTemps(named))
+            named.discard(in: scratch.raw)
+        }
+        forced.waitForMaking()
+        #expect(forced.readyFiles == 0)
+        #expect(try scratch.names() == ["doc.txt"])
+
+        // How a refusal reads: these errnos mean "no unnamed files here", others a failed open.
+        for refusal in [EOPNOTSUPP, EISDIR, EINVAL] { #expect(StagedFile.refusesUnnamedFiles(Errno(rawValue: refusal))) }
+        for failure in [EACCES, ENOSPC, EDQUOT, EROFS, ENOENT] { #expect(!StagedFile.refusesUnnamedFiles(Errno(rawValue: failure))) }
     }
 
-    /// A spare that was another file, with metadata of its own, becomes a temp exactly like a
-    /// fresh one: the target's contents (or none), mode, owner and attributes, and nothing
-    /// the spare had; it keeps its name and inode, and the directory gains no entry. Spares
-    /// are kept empty, but one that holds data (written behind the mount) is emptied.
-    @Test(arguments: [true, false], [true, false])
-    func reusedSpareBecomesTheTempAFreshStageWouldBe(copyContents: Bool, spareHoldsData: Bool) throws {
+    /// From the second save of an existing file in a directory on, unnamed files are made ahead
+    /// there (two, here), and a save takes one: the same temp a fresh one would be (the
+    /// target's contents and metadata, dated now, unnamed), committed the same way. The
+    /// directory lists nothing of them, and the pool keeps to its bound, the directory saved
+    /// in least recently giving its files up.
+    @Test func filesMadeAheadBecomeTheTempsAFreshStageWouldGive() throws {
         let table = try NodeTable(root: try Syscall.openAt(scratch.raw, ".", Linux.O_PATH | O_DIRECTORY))
         try scratch.write("file", randomBytes(20000))
         let aclSet = try decorate("file")
-        let spareName = StagingName.make()
-        let spareData = spareHoldsData ? "other file, old" : ""
-        #expect(scratch.shell("printf '\(spareData)' > \(spareName) && chmod 4700 \(spareName) && setfattr -n user.stale -v x \(spareName)"))
-        #expect(scratch.shell("touch -d 2001-01-01 \(spareName)"))
-        let spareInode = FileIdentity(try scratch.status(spareName))
-        let spare = SpareFile(name: spareName, descriptor: try Syscall.openAt(scratch.raw, spareName, O_RDWR), directory: table.root)
-
-        let target = try Syscall.openAt(scratch.raw, "file", O_RDONLY)
+        let staging = TempStaging(perDirectory: 2, capacity: 3)
+        func stage(copyContents: Bool = true) throws -> StagedFile {
+            let target = try Syscall.openAt(scratch.raw, "file", O_RDONLY)
+            return try staging.stage(in: table.root, replacing: target.raw, copyContents: copyContents, owner: nil, mode: 0)
+        }
+        let first = try stage()
+        staging.waitForMaking()
+        #expect(staging.readyFiles == 0) // one save is not a pattern yet
+        first.discard(in: scratch.raw)
+        let second = try stage()
+        staging.waitForMaking()
+        #expect(staging.readyFiles == 2)
+        second.discard(in: scratch.raw)
+        #expect(scratch.shell("touch -d 2001-01-01 file"))
         let before = time(nil)
-        let staged = try StagedFile.reuse(spare, replacing: target.raw, copyContents: copyContents, reopen: Self.reopen)
-        #expect(staged.name == spareName)
-        #expect(try Syscall.stat(staged.descriptor.raw).st_mtim.tv_sec >= before) // as new as a fresh temp
-        #expect(FileIdentity(try Syscall.stat(staged.descriptor.raw)) == spareInode)
-        let expected = copyContents ? try scratch.read("file") : []
-        #expect(try ScratchDirectory.readAll(staged.descriptor.raw) == expected)
-        try expectSameMetadata("file", staged.descriptor.raw, aclSet: aclSet)
-        #expect(try temps() == [spareName])
+        for copyContents in [true, false] {
+            let made = try stage(copyContents: copyContents)
+            try expectKind(made, unnamed: true)
+            #expect(try Syscall.stat(made.descriptor.raw).st_mtim.tv_sec >= before)
+            #expect(try ScratchDirectory.readAll(made.descriptor.raw) == (copyContents ? try scratch.read("file") : []))
+            try expectSameMetadata("file", made.descriptor.raw, aclSet: aclSet)
+            staging.waitForMaking()
+            #expect(staging.readyFiles == 2) // topped up again
+            #expect(try scratch.names() == ["file"])
+            if !copyContents {
+                try scratch.write(made.descriptor.raw, Array("new".utf8))
+                try made.commit(in: scratch.raw, as: "file", replacingExistingFile: true, durability: .none)
+                #expect(try scratch.read("file") == Array("new".utf8))
+                #expect(try scratch.names() == ["file"])
+            }
+        }
+
+        // Another directory saved in twice: the bound (3) makes the root give its files up.
+        #expect(scratch.shell("mkdir d && echo x > d/g"))
+        let directory = try Syscall.openAt(scratch.raw, "d", Linux.O_PATH | O_DIRECTORY)
+        let node = table.lookUp(try Syscall.statOfPathDescriptor(directory.raw), descriptor: directory, parent: table.root, name: "d")
+        let g = try Syscall.openAt(node.directory, "g", O_RDONLY)
+        for _ in 0..<2 { _ = try staging.stage(in: node, replacing: g.raw, copyContents: true, owner: nil, mode: 0) }
+        staging.waitForMaking()
+        #expect(staging.readyFiles == 2)
+        #expect(try scratch.names(in: "d") == ["g"])
     }
 
     /// ext4 starts writing back a file truncated to zero at the next close of an open of it
@@ -534,53 +703,6 @@ import Testing
     static func reopen(_ descriptor: Int32, _ flags: Int32) throws(Errno) -> OwnedDescriptor {
         let path = "/proc/self/fd/\(descriptor)"
         return try Syscall.openAt(AT_FDCWD, path, flags)
-    }
-
-    /// The pool: a few spares per directory, a bound in all with the least recently used
-    /// directory giving way, every spare of a directory on request, and files announced
-    /// before they arrive.
-    @Test func sparePoolBoundsAndOrder() throws {
-        let table = try NodeTable(root: try Syscall.openAt(scratch.raw, ".", Linux.O_PATH | O_DIRECTORY))
-        let pool = SparePool(perDirectory: 2, capacity: 3)
-        func spare(_ name: FileName) throws -> SpareFile {
-            try scratch.write(name, [])
-            return SpareFile(name: name, descriptor: try Syscall.openAt(scratch.raw, name, O_RDWR), directory: table.root)
-        }
-        let a = FileIdentity(device: 1, inode: 1), b = FileIdentity(device: 1, inode: 2), c = FileIdentity(device: 1, inode: 3)
-        #expect(pool.take(in: a) == nil)
-        #expect(pool.add(try spare("a1"), in: a).isEmpty)
-        #expect(pool.add(try spare("a2"), in: a).isEmpty)
-        #expect(pool.add(try spare("a3"), in: a).map(\.name) == ["a3"]) // the directory is full
-        #expect(pool.add(try spare("b1"), in: b).isEmpty)
-        #expect(pool.count == 3)
-        #expect(pool.take(in: a)?.name == "a2") // a is now the more recently used
-        #expect(pool.add(try spare("c1"), in: c).isEmpty)
-        #expect(pool.add(try spare("c2"), in: c).map(\.name) == ["b1"]) // b was used least recently
-        #expect(pool.count == 3)
-        #expect(pool.takeAll(in: c).spares.map(\.name).sorted() == ["c1", "c2"])
-        #expect(pool.takeAll().map(\.name) == ["a1"])
-        #expect(pool.count == 0)
-
-        // Files a commit kept are announced before they are emptied and added: a directory
-        // removed in between gets their names, and they are refused when they arrive.
-        let root = table.root.identity
-        #expect(!pool.mayHoldFiles)
-        pool.expect("r1", in: table.root)
-        pool.expect("r2", in: table.root)
-        #expect(pool.mayHoldFiles && pool.count == 0)
-        #expect(pool.add(try spare("r2"), in: root).isEmpty) // arrived: now a spare
-        let taken = pool.takeAll(in: root)
-        #expect(taken.spares.map(\.name) == ["r2"] && taken.incoming.map(\.name) == ["r1"])
-        #expect(pool.add(try spare("r1"), in: root).map(\.name) == ["r1"]) // withdrawn: to be removed
-        #expect(!pool.mayHoldFiles && pool.count == 0)
-        pool.expect("r3", in: table.root)
-        pool.abandon("r3", in: root) // emptying it failed
-        #expect(!pool.mayHoldFiles && pool.takeAll(in: root).incoming.isEmpty)
-
-        let removed = try spare(StagingName.make())
-        removed.remove()
-        #expect(!scratch.exists(removed.name))
-        removed.remove() // already gone: fine
     }
 
     // MARK: Failures
@@ -609,9 +731,13 @@ import Testing
         }
         #expect(try scratch.names(in: "small") == ["big"])
 
-        // Without copying, staging still works there.
-        let empty = try StagedFile.stage(in: small.raw, replacing: big.raw, copyContents: false, owner: nil, mode: 0)
-        #expect(try scratch.names(in: "small") == ["big", empty.name])
-        empty.discard(in: small.raw)
+        // Without copying, staging still works there, unnamed (tmpfs has unnamed files) or named.
+        for unnamed in [true, false] {
+            let empty = try StagedFile.stage(in: small.raw, replacing: big.raw, copyContents: false, owner: nil, mode: 0, unnamed: unnamed)
+            try expectKind(empty, unnamed: unnamed)
+            #expect(try scratch.names(in: "small") == Set(["big"] + expectedTemps(empty)))
+            empty.discard(in: small.raw)
+            #expect(try scratch.names(in: "small") == ["big"])
+        }
     }
 }

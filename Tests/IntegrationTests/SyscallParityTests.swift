@@ -543,6 +543,64 @@ import Testing
         }
     }
 
+    /// A file created and not closed yet exists for its creator as on a plain disk, though the
+    /// backing holds only an unnamed temp: its directory is not empty, and a rename by another
+    /// process onto its name takes the name from it (its writes then go to a file with no
+    /// name, and are gone at its close).
+    @Test func createdFileNotClosedYetHoldsItsPlace() throws {
+        try withMount { scratch in
+            try Self.expectPythonParity(#"""
+                os.mkdir('d')
+                fd = os.open('d/new', os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644); os.write(fd, b'mine')
+                write('d/old', 'committed'); saving = os.open('d/old', os.O_WRONLY | os.O_TRUNC); os.write(saving, b'saving')
+                print('links', os.fstat(fd).st_nlink, os.stat('d/new').st_nlink, os.fstat(saving).st_nlink, os.stat('d/old').st_nlink)
+                os.close(saving); os.unlink('d/old')
+                t('rmdir', os.rmdir, 'd')
+                t('rename its directory', os.rename, 'd', 'e')
+                os.mkdir('empty'); t('rename a directory over it', os.rename, 'empty', 'e')
+                write('x', 'theirs')
+                print('mv by another', subprocess.run(['mv', 'x', 'e/new']).returncode)
+                os.write(fd, b' and more'); s = os.fstat(fd)
+                print('creator', s.st_nlink, s.st_size, content('e/new'))
+                os.close(fd)
+                print('after', content('e/new'), sorted(os.listdir('e')))
+                """#, in: scratch, expected: [
+                "links 1 1 1 1",
+                "rmdir ENOTEMPTY",
+                "rename its directory ok",
+                "rename a directory over it ENOTEMPTY",
+                "mv by another 0",
+                "creator 0 13 b'theirs'",
+                "after b'theirs' ['new']",
+            ])
+        }
+    }
+
+    /// A created file not closed yet moves with its creator's rename within the backing's
+    /// filesystem, and not across into another one mounted inside it: EXDEV, as on a plain disk.
+    @Test(.enabled(if: geteuid() == 0, "mounting a tmpfs needs root"))
+    func createdFileNotClosedYetStaysOnItsFilesystem() throws {
+        let scratch = try Scratch()
+        for root in [scratch.backing, scratch.plain] {
+            try #require(try run(["mkdir", root + "/other"]).status == 0)
+            try #require(try run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", root + "/other"]).status == 0)
+        }
+        defer { for root in [scratch.backing, scratch.plain] { _ = try? run(["umount", "-l", root + "/other"]) } }
+        try scratch.mount()
+        defer { scratch.unmount() }
+        try Self.expectPythonParity(#"""
+            fd = os.open('new', os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644); os.write(fd, b'mine')
+            t('rename into another filesystem', os.rename, 'new', 'other/new')
+            t('rename within', os.rename, 'new', 'moved')
+            os.close(fd)
+            print(sorted(os.listdir('.')), os.listdir('other'), content('moved'))
+            """#, in: scratch, expected: [
+            "rename into another filesystem EXDEV",
+            "rename within ok",
+            "['moved', 'other'] [] b'mine'",
+        ])
+    }
+
     @Test func renameWhileOpen() throws {
         try withMount { scratch in
             try Self.expectPythonParity(#"""
@@ -652,9 +710,9 @@ import Testing
     }
 
     /// Emptying a file marks it modified now, even when nothing is written after: by O_TRUNC at
-    /// open and by ftruncate to zero, on the first save in a directory (a fresh temp) and on
-    /// later ones (a reused spare, emptied at an earlier save and not truncated again). The
-    /// pause puts that earlier emptying well before the open; file times are coarse (a tick).
+    /// open and by ftruncate to zero, on the first save in a directory (a temp made on the
+    /// spot) and on later ones (a temp made ahead, before the open). The pause puts the making
+    /// well before the open; file times are coarse (a tick).
     @Test func emptyingWithoutWritingUpdatesTimes() throws {
         try withMount { scratch in
             try Self.expectPythonParity(#"""

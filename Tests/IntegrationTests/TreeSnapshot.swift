@@ -163,7 +163,8 @@ struct TreeSnapshot: Equatable, CustomStringConvertible {
 }
 
 /// Runs `script` once in the mount and once in the plain directory, then expects the same
-/// status, output and errors (with the directory's own path masked) and the same tree.
+/// status, output and errors (with the directory's own path masked) and the same tree, and
+/// the backing to hold exactly what the mount shows (`expectBackingMatchesMount`).
 /// Returns both runs, for checks on what the script saw beyond parity.
 @discardableResult
 func expectParity(_ script: String, in scratch: Scratch, snapshot options: TreeSnapshot.Options = .init(),
@@ -177,10 +178,74 @@ func expectParity(_ script: String, in scratch: Scratch, snapshot options: TreeS
             "stdout differs:\nmount:\n\(throughMount.output)\nplain:\n\(onPlain.output)", sourceLocation: sourceLocation)
     #expect(masked(throughMount.errors, scratch.mountpoint) == masked(onPlain.errors, scratch.plain),
             "stderr differs:\nmount:\n\(throughMount.errors)\nplain:\n\(onPlain.errors)", sourceLocation: sourceLocation)
+    try expectBackingMatchesMount(scratch, sourceLocation: sourceLocation)
     guard compareTree else { return (throughMount, onPlain) }
     let mounted = try TreeSnapshot(of: scratch.mountpoint, options)
     let plain = try TreeSnapshot(of: scratch.plain, options)
     #expect(mounted == plain, "trees differ:\n\(mounted.difference(from: plain))", sourceLocation: sourceLocation)
     #expect(!mounted.entries.isEmpty || plain.entries.isEmpty, sourceLocation: sourceLocation)
     return (throughMount, onPlain)
+}
+
+/// Every name under `root`, at every depth, as the raw bytes readdir gives ("dir/name" paths,
+/// sorted): nothing decoded, nothing hidden, symlinks listed and not followed.
+func rawNames(under root: String) throws -> [[UInt8]] {
+    var names: [[UInt8]] = []
+    func walk(_ directory: Int32, _ prefix: [UInt8]) throws {
+        var subdirectories: [[UInt8]] = []
+        let stream = try Syscall.openDirectoryStream(directory)
+        defer { Syscall.closeDirectoryStream(stream) }
+        while let entry = try Syscall.readDirectory(stream) {
+            let (name, isDirectory): ([UInt8], Bool) = withUnsafePointer(to: &entry.pointee.d_name) { tuple in
+                tuple.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { name in
+                    let bytes = Array(UnsafeRawBufferPointer(start: name, count: strlen(name)))
+                    let type = Int(entry.pointee.d_type)
+                    let isDirectory = type == DT_DIR
+                        || (type == DT_UNKNOWN && ((try? Syscall.stat(at: directory, name)).map { $0.st_mode & S_IFMT == S_IFDIR } ?? false))
+                    return (bytes, isDirectory)
+                }
+            }
+            if name == [0x2E] || name == [0x2E, 0x2E] { continue }
+            names.append(prefix + name)
+            if isDirectory { subdirectories.append(name) }
+        }
+        for name in subdirectories {
+            try (name + [0]).withUnsafeBufferPointer { buffer in
+                try buffer.withMemoryRebound(to: CChar.self) { cName in
+                    let child = try Syscall.openAt(directory, cName.baseAddress!, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+                    try walk(child.raw, prefix + name + [0x2F])
+                }
+            }
+        }
+    }
+    let top = try Syscall.openAt(AT_FDCWD, root, O_RDONLY | O_DIRECTORY)
+    try walk(top.raw, [])
+    return names.sorted { $0.lexicographicallyPrecedes($1) }
+}
+
+/// Expects the backing to hold exactly the names the mount shows, at every depth: once no save
+/// is in flight, coordfs leaves nothing of its own there (no temp, named or not), so backups,
+/// syncs, diffs and `git status` of the backing see what users see.
+func expectBackingMatchesMount(_ scratch: Scratch, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    let backing = try rawNames(under: scratch.backing)
+    let mounted = try rawNames(under: scratch.mountpoint)
+    func shown(_ names: [[UInt8]]) -> String {
+        names.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "\n  ")
+    }
+    let onlyInBacking = backing.filter { !mounted.contains($0) }
+    let onlyInMount = mounted.filter { !backing.contains($0) }
+    #expect(backing == mounted, "the backing differs from the mount:\n only in the backing:\n  \(shown(onlyInBacking))\n only in the mount:\n  \(shown(onlyInMount))",
+            sourceLocation: sourceLocation)
+}
+
+/// Whether the filesystem of `directory` has unnamed files (O_TMPFILE), as ext4, XFS, btrfs and
+/// tmpfs have.
+func hasUnnamedFiles(_ directory: String) -> Bool {
+    do {
+        let opened = try Syscall.openAt(AT_FDCWD, directory, O_RDONLY | O_DIRECTORY)
+        _ = try Syscall.openUnnamed(in: opened.raw, mode: 0o600)
+        return true
+    } catch {
+        return false
+    }
 }

@@ -16,6 +16,7 @@ enum {
     CSYS_O_PATH = 010000000,
     CSYS_O_DIRECT = 040000,
     CSYS_O_NOATIME = 01000000,
+    CSYS_O_TMPFILE = 020200000,
     CSYS_FALLOC_FL_KEEP_SIZE = 1,
     CSYS_FALLOC_FL_PUNCH_HOLE = 2,
     CSYS_FALLOC_FL_ZERO_RANGE = 0x10,
@@ -29,9 +30,6 @@ enum {
 int csys_close_from(unsigned int first);
 int csys_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
 int csys_fallocate(int fd, int mode, off_t offset, off_t length);
-/// Starts writing the file's dirty pages out without waiting (sync_file_range(2) with
-/// SYNC_FILE_RANGE_WRITE over the whole file); 0 or -1 with errno.
-int csys_start_writeback(int fd);
 ssize_t csys_copy_file_range(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t length, unsigned int flags);
 
 ssize_t csys_getxattr(const char *path, const char *name, void *value, size_t size, int follow);

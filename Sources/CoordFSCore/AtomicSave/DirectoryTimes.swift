@@ -2,8 +2,9 @@ import Glibc
 import SystemPackage
 
 /// Saving a file does not change its directory on a plain disk, and rsync, make and backups
-/// look at a directory's modification time. Every step that adds, renames over or removes a
-/// temp (or a spare) in a directory puts that time back afterwards.
+/// look at a directory's modification time. Every step of a save that adds, renames over or
+/// removes a name in the directory (a named temp, the name an unnamed temp commits under)
+/// puts that time back afterwards.
 public enum DirectoryTimes {
     /// Runs `step`, then sets the directory's modification time back to what it was before.
     /// A change by someone else inside the step's few microseconds would lose its time update;

@@ -15,13 +15,10 @@ enum MetadataCopy {
     static let accessACL = "system.posix_acl_access"
 
     /// Carries owner, extended attributes and mode from `source` (the committed file, with
-    /// `status` its fstat) to `temp`. `replacingAttributes` also removes the attributes the
-    /// temp has and the source does not (a reused spare has those of another version or file).
-    /// `tempStatus` is the temp's fstat when the caller has one (its owner is all that is read).
-    static func carryOver(from source: Int32, status: stat, to temp: Int32, tempStatus: stat? = nil,
-                          replacingAttributes: Bool = false) throws(Errno) {
-        try carryOverOwner(status, to: temp, tempStatus: tempStatus)
-        try carryOverExtendedAttributes(from: source, to: temp, replacing: replacingAttributes)
+    /// `status` its fstat) to `temp`.
+    static func carryOver(from source: Int32, status: stat, to temp: Int32) throws(Errno) {
+        try carryOverOwner(status, to: temp)
+        try carryOverExtendedAttributes(from: source, to: temp)
         try Syscall.changeMode(temp, status.st_mode & 0o7777)
     }
 
@@ -45,9 +42,8 @@ enum MetadataCopy {
 
     /// Root gives the temp the target's owner and group. Others cannot give files away; they
     /// try the group alone (allowed when they belong to it, as `cp -p` does) and let it go if refused.
-    static func carryOverOwner(_ status: stat, to temp: Int32, tempStatus: stat? = nil) throws(Errno) {
-        let current: stat
-        if let tempStatus { current = tempStatus } else { current = try Syscall.stat(temp) }
+    static func carryOverOwner(_ status: stat, to temp: Int32) throws(Errno) {
+        let current = try Syscall.stat(temp)
         if current.st_uid == status.st_uid && current.st_gid == status.st_gid { return }
         if geteuid() == 0 {
             try Syscall.changeOwner(temp, status.st_uid, status.st_gid)
@@ -64,17 +60,8 @@ enum MetadataCopy {
     /// security module refuses (ENOTSUP, EPERM, EACCES: a namespace it does not support, a
     /// label the policy will not assign) are skipped, the save is worth more than they are;
     /// any other failure (ENOSPC, EDQUOT, EIO) fails the staging.
-    static func carryOverExtendedAttributes(from source: Int32, to temp: Int32, replacing: Bool = false) throws(Errno) {
+    static func carryOverExtendedAttributes(from source: Int32, to temp: Int32) throws(Errno) {
         let names = try listedNames(source)
-        if replacing {
-            // What the temp has and the source has not goes first; the source's are set below.
-            for name in try listedNames(temp) where !names.contains(name) {
-                do throws(Errno) {
-                    try Syscall.removeExtendedAttribute(temp, name)
-                } catch where error.rawValue == ENODATA || isRefusal(error) {
-                }
-            }
-        }
         var sourceHasAccessACL = false
         for name in names {
             let isAccessACL = name.dropLast().elementsEqual(accessACL.utf8) { UInt8(bitPattern: $0) == $1 } // names are bytes
@@ -94,8 +81,8 @@ enum MetadataCopy {
             }
         }
         // A directory with a default ACL gave the temp an access ACL at creation; a target
-        // without one must not gain it on commit. (Replacing removed it already.)
-        if !replacing && !sourceHasAccessACL && hasAttribute(temp, accessACL) {
+        // without one must not gain it on commit.
+        if !sourceHasAccessACL && hasAttribute(temp, accessACL) {
             do throws(Errno) {
                 try Syscall.removeExtendedAttribute(temp, accessACL)
             } catch where error.rawValue == ENODATA || isRefusal(error) {
@@ -185,6 +172,6 @@ enum ExtendedAttributes {
     }
 
     private static func withProcessPath<R>(_ fd: Int32, _ body: (UnsafePointer<CChar>) throws(Errno) -> R) throws(Errno) -> R {
-        try body("/proc/self/fd/\(fd)")
+        try Syscall.withDescriptorPath(fd, prefix: "/proc/self/fd/", body)
     }
 }

@@ -17,11 +17,15 @@ public struct RecoveredFile: Sendable, Equatable, CustomStringConvertible {
 
 /// Moves aside the temp files a crash left in the backing, before the mount serves anything.
 ///
+/// Only named temps are left: those of a backing without unnamed files (or `--named-temps`),
+/// and an unnamed temp caught in the microseconds between the link that names it and the
+/// rename that commits it. Unnamed temps vanish with the process that held them.
+///
 /// The temps are what their writers had not committed yet: never a committed file, so the
 /// mount's view is unchanged by the sweep. They are moved rather than deleted because they may
-/// hold the only copy of someone's unsaved work (empty ones hold nothing and are deleted:
-/// spares kept for reuse look like that); the folder they go to is hidden by the mount
-/// and kept by date, so an administrator can look through it and remove it.
+/// hold the only copy of someone's unsaved work (empty ones hold nothing and are deleted);
+/// the folder they go to is hidden by the mount and kept by date, so an administrator can
+/// look through it and remove it.
 public enum Recovery {
     /// The most directory descriptors a sweep holds at once (besides the root's and a few for
     /// moments). Deeper trees are walked all the same: a directory whose descriptor was given
@@ -203,7 +207,7 @@ private struct Walk {
             }
             if UInt64(status.st_dev) != device { continue } // something mounted on it: not ours to move
             if status.st_mode & S_IFMT == S_IFREG && status.st_size == 0 {
-                // Nothing to recover: a spare (see `SpareFile`) or a save that wrote nothing yet.
+                // Nothing to recover: a save that wrote nothing yet.
                 _ = try? Syscall.unlink(at: directory, name, flags: 0)
                 continue
             }

@@ -51,24 +51,31 @@ public enum Durability: String, CaseIterable, Sendable {
     public var syncsDirectory: Bool { self == .full }
 }
 
-/// A hidden temp file beside the file it will replace: where the writes of an atomic save go
-/// until the commit renames it over its target.
+/// The temp file of an atomic save: where its writes go until the commit puts it in place of
+/// its target.
+///
+/// Unnamed where the backing allows it (O_TMPFILE: ext4, XFS, btrfs, tmpfs): no directory
+/// lists it, a crash or a discard leaves nothing behind, and it gets a name only to commit,
+/// for the microseconds between a link and a rename. Elsewhere it is a hidden file beside
+/// its target (a `StagingName`), which the mount hides and the next mount's recovery moves
+/// aside after a crash.
 ///
 /// Noncopyable: it owns the temp's descriptor, and exactly one owner decides whether the temp
 /// is committed or discarded. (A handle shared by several opens of the same path is the FUSE
 /// layer's to build around it; this type needs no sharing of its own.) Sendable: its fields
 /// are immutable, and the descriptor is only a number the kernel serialises calls on.
 ///
-/// The temp lives in the same backing directory as its target, so the commit is one `rename`
-/// within one filesystem. Where that directory is, is told on each call (the target may have
-/// been renamed meanwhile); the temp is named by `name` inside it.
+/// The temp lives on the same filesystem as its target, so the commit is one `rename` (or,
+/// for a new file, one `link`). Where the target's directory is, is told on each call (the
+/// target may have been renamed meanwhile); a named temp is named by `name` inside the
+/// directory it was staged in, and follows its target there (`move`).
 public struct StagedFile: ~Copyable, Sendable {
-    /// The temp's name inside its directory (a `StagingName`).
-    public let name: FileName
+    /// The temp's name inside its directory (a `StagingName`), or nil for an unnamed temp.
+    public let name: FileName?
     /// A read-write descriptor of the temp. Reopen it through `/proc/self/fd` for other flags.
     public let descriptor: OwnedDescriptor
 
-    init(name: FileName, descriptor: consuming OwnedDescriptor) {
+    init(name: FileName?, descriptor: consuming OwnedDescriptor) {
         self.name = name
         self.descriptor = descriptor
     }
@@ -88,13 +95,35 @@ public struct StagedFile: ~Copyable, Sendable {
     ///   - mode: a new file's mode, set-id bits included. Its permission bits are masked as
     ///     creat(2) masks them: by the calling thread's umask (see `Syscall.withCreationMask`),
     ///     or by the directory's default ACL instead.
+    ///   - unnamed: stage in an unnamed file where the filesystem has them; false, or a
+    ///     filesystem without them, gives a named temp (`name` tells which it got).
     /// - Throws: the errno that stopped it (ENOSPC, EDQUOT, EIO...); no temp is left behind.
     public static func stage(in directory: Int32, replacing target: Int32?, copyContents: Bool,
-                             owner: (uid_t, gid_t)?, mode: mode_t) throws(Errno) -> StagedFile {
-        // A copy starts private (0600) until it has the target's owner and mode; a new file is
-        // created with its permission bits so that a default ACL applies to them.
-        let initialMode = target == nil ? mode & 0o777 : 0o600
-        let staged = try create(in: directory, mode: initialMode, names: StagingName.make)
+                             owner: (uid_t, gid_t)?, mode: mode_t, unnamed: Bool = true) throws(Errno) -> StagedFile {
+        // A new file is created with its permission bits so that a default ACL applies to them.
+        let initialMode = target == nil ? mode & 0o777 : copyMode
+        let staged = try create(in: directory, mode: initialMode, unnamed: unnamed, beside: target != nil)
+        return try prepare(staged, in: directory, replacing: target, copyContents: copyContents, owner: owner, mode: mode)
+    }
+
+    /// The mode a temp for a file that exists starts with: private until it has the target's
+    /// owner and mode.
+    static let copyMode: mode_t = 0o600
+
+    /// The temp for a save of `target` from an unnamed file made earlier in the same directory
+    /// with `copyMode` (see `TempStaging`): the same temp `stage` would give, dated now as a
+    /// file created now is.
+    public static func stage(madeAhead descriptor: consuming OwnedDescriptor, in directory: Int32, replacing target: Int32,
+                             copyContents: Bool) throws(Errno) -> StagedFile {
+        let staged = StagedFile(name: nil, descriptor: descriptor)
+        let now = timespec(tv_sec: 0, tv_nsec: Linux.UTIME_NOW)
+        try Syscall.setTimes(staged.descriptor.raw, (now, now))
+        return try prepare(staged, in: directory, replacing: target, copyContents: copyContents, owner: nil, mode: 0)
+    }
+
+    /// Gives an empty temp the contents and metadata `stage` describes; discards it on failure.
+    private static func prepare(_ staged: consuming StagedFile, in directory: Int32, replacing target: Int32?, copyContents: Bool,
+                                owner: (uid_t, gid_t)?, mode: mode_t) throws(Errno) -> StagedFile {
         do throws(Errno) {
             if let target {
                 let status = try Syscall.stat(target)
@@ -110,43 +139,14 @@ public struct StagedFile: ~Copyable, Sendable {
         return staged
     }
 
-    /// Makes a spare (an emptied file a replacing commit left, see `SpareFile`) the temp for a
-    /// save: the same contents and metadata `stage` would give a fresh temp, and no change to
-    /// the directory. Its modification time becomes now, as a fresh temp's is.
-    ///
-    /// - Parameter reopen: opens the object behind a descriptor afresh with other flags (see
-    ///   `truncate(_:to:reopen:)`).
-    /// - Throws: the errno that stopped it; the spare is removed then (it is half made over).
-    public static func reuse(_ spare: SpareFile, replacing target: Int32, copyContents: Bool,
-                             reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor) throws(Errno) -> StagedFile {
-        let staged = StagedFile(name: spare.name, descriptor: try Syscall.duplicate(spare.descriptor.raw))
-        do throws(Errno) {
-            // Spares are emptied when they are kept; truncating again would only arm ext4's flush.
-            let spareStatus = try Syscall.stat(staged.descriptor.raw)
-            if spareStatus.st_size == 0 {
-                try Syscall.setTimes(staged.descriptor.raw, (timespec(tv_sec: 0, tv_nsec: Linux.UTIME_OMIT), timespec(tv_sec: 0, tv_nsec: Linux.UTIME_NOW)))
-            } else {
-                try truncate(staged.descriptor.raw, to: 0, reopen: reopen)
-            }
-            let status = try Syscall.stat(target)
-            if copyContents { try ContentCopy.copy(from: target, to: staged.descriptor.raw) }
-            try MetadataCopy.carryOver(from: target, status: status, to: staged.descriptor.raw, tempStatus: spareStatus,
-                                       replacingAttributes: true)
-        } catch {
-            spare.remove()
-            throw error
-        }
-        return staged
-    }
-
-    /// Truncates a temp or a spare (not a user's file: this departs from the bare disk).
+    /// Truncates a temp (not a user's file: this departs from the bare disk).
     ///
     /// ext4 (with `auto_da_alloc`, its default) takes a file truncated to zero for one being
     /// rewritten in place, and starts writing it back when an open of it next ends. For a temp
-    /// that buys nothing: the commit syncs, or starts writeback, before its rename as the
-    /// durability says, and that flush would come after it. It costs a block allocation and a
-    /// write per save, and a discard when the replaced file is emptied to become a spare, where
-    /// a version replaced before the flusher comes by would cost neither. Ending a second open
+    /// that buys nothing: the commit syncs before its rename as the durability says (and
+    /// ext4 with a journal writes the data before a rename over a file commits), and that
+    /// flush would come after it. It costs a block allocation and a write per save, where a
+    /// version replaced before the flusher comes by would cost neither. Ending a second open
     /// of the file at once, while it holds no data, spends the flush on nothing.
     ///
     /// - Parameter reopen: opens the object behind a descriptor afresh with other flags.
@@ -156,8 +156,35 @@ public struct StagedFile: ~Copyable, Sendable {
         if length == 0 { _ = try? reopen(descriptor, O_RDONLY) }
     }
 
-    /// Creates an empty temp under a fresh name, drawing again when the name is taken.
-    static func create(in directory: Int32, mode: mode_t, names: () -> FileName) throws(Errno) -> StagedFile {
+    /// Creates an empty temp: unnamed when asked and the filesystem allows, else under a fresh
+    /// name. `beside`: the temp is for a file that exists, whose directory a save leaves
+    /// alone on a plain disk, so a named temp puts the directory's time back.
+    static func create(in directory: Int32, mode: mode_t, unnamed: Bool, beside: Bool) throws(Errno) -> StagedFile {
+        if unnamed {
+            do throws(Errno) {
+                return StagedFile(name: nil, descriptor: try Syscall.openUnnamed(in: directory, mode: mode))
+            } catch where refusesUnnamedFiles(error) {
+                // This filesystem has none: a named temp below.
+            }
+        }
+        guard beside else { return try createNamed(in: directory, mode: mode, names: StagingName.make) }
+        return try DirectoryTimes.keeping(of: directory) { () throws(Errno) -> StagedFile in
+            try createNamed(in: directory, mode: mode, names: StagingName.make)
+        }
+    }
+
+    /// The errors with which an open of an unnamed file says the filesystem (or the kernel)
+    /// has none, rather than that this open failed: EOPNOTSUPP from the filesystem, EISDIR or
+    /// EINVAL from kernels that do not know the flag.
+    public static func refusesUnnamedFiles(_ error: Errno) -> Bool {
+        switch error.rawValue {
+        case EOPNOTSUPP, EISDIR, EINVAL: return true
+        default: return false
+        }
+    }
+
+    /// Creates an empty named temp under a fresh name, drawing again when the name is taken.
+    static func createNamed(in directory: Int32, mode: mode_t, names: () -> FileName) throws(Errno) -> StagedFile {
         for _ in 0..<8 {
             let name = names()
             do throws(Errno) {
@@ -171,67 +198,94 @@ public struct StagedFile: ~Copyable, Sendable {
         throw Errno(rawValue: EEXIST)
     }
 
-    /// Replaces `targetName` in `directory` (where the temp is) with the temp, in one rename.
+    /// Puts the temp in place as `targetName` in `directory` (where it was staged).
     ///
-    /// - Throws: only when nothing changed in the backing (the fsync or the rename failed);
-    ///   the temp is still there then, to discard or to commit again.
+    /// - Throws: only when nothing changed in the backing (the fsync, the link or the rename
+    ///   failed); the temp is still there then, to discard or to commit again.
     /// - Returns: nil, or the error of the directory sync (`.full`) when it failed after the
-    ///   rename took effect: the new contents are in place but may not survive a power loss.
+    ///   commit took effect: the new contents are in place but may not survive a power loss.
     @discardableResult
-    public func commit(in directory: Int32, as targetName: FileName, durability: Durability) throws(Errno) -> Errno? {
-        try commit(from: directory, to: directory, as: targetName, durability: durability)
+    public func commit(in directory: Int32, as targetName: FileName, replacingExistingFile: Bool,
+                       durability: Durability) throws(Errno) -> Errno? {
+        try commit(from: directory, to: directory, as: targetName, replacingExistingFile: replacingExistingFile, durability: durability)
     }
 
     /// The same when the target now lives in another directory of the same filesystem than
-    /// the temp (its owner moved it); `.full` syncs both directories.
+    /// the one the temp was staged in (its owner moved it); `.full` syncs both directories.
+    ///
+    /// `replacingExistingFile`: the save is of a file that exists. The temp then replaces it in
+    /// one rename (an unnamed temp is linked under a staging name first, for the microseconds
+    /// until that rename), and the directory keeps its modification time, as a save leaves it
+    /// on a plain disk. Otherwise the temp is a new file: an unnamed one is linked straight to
+    /// its name, and should the name have appeared meanwhile, replaces it as a rename would.
     @discardableResult
     public func commit(from stagingDirectory: Int32, to directory: Int32, as targetName: FileName,
-                       durability: Durability) throws(Errno) -> Errno? {
+                       replacingExistingFile: Bool, durability: Durability) throws(Errno) -> Errno? {
         if durability.syncsFile {
             try Syscall.synchronize(descriptor.raw, dataOnly: false)
         }
-        try Syscall.rename(stagingDirectory, name, to: directory, targetName, flags: 0)
+        if replacingExistingFile {
+            try DirectoryTimes.keeping(of: directory) { () throws(Errno) in
+                try putInPlace(from: stagingDirectory, to: directory, as: targetName, replacing: true)
+            }
+        } else {
+            try putInPlace(from: stagingDirectory, to: directory, as: targetName, replacing: false)
+        }
         guard durability.syncsDirectory else { return nil }
         do throws(Errno) {
             try Self.synchronizeDirectory(directory)
-            if stagingDirectory != directory { try Self.synchronizeDirectory(stagingDirectory) }
+            if name != nil && stagingDirectory != directory { try Self.synchronizeDirectory(stagingDirectory) }
         } catch {
             return error
         }
         return nil
     }
 
-    /// Commits by swapping the temp with `targetName` in one `renameat2(RENAME_EXCHANGE)`:
-    /// the target gets the new contents as atomically as with `commit`, and the file it had
-    /// stays under the temp's name, for the caller to keep as a spare or remove.
-    ///
-    /// `startingWriteback` stands in for ext4's `auto_da_alloc`, which writes a file's data
-    /// before a rename that replaces another file commits, but not before an exchange: the
-    /// same early writeback keeps a power loss from leaving the target empty. `durability`
-    /// syncs as for `commit`.
-    ///
-    /// - Returns: false when nothing changed because the filesystem cannot exchange (EINVAL)
-    ///   or the target is gone (ENOENT): `commit` is the way then.
-    /// - Throws: when nothing changed (the sync or the exchange failed otherwise).
-    public func exchange(in directory: Int32, with targetName: FileName, durability: Durability, startingWriteback: Bool) throws(Errno) -> Bool {
-        if durability.syncsFile {
-            try Syscall.synchronize(descriptor.raw, dataOnly: false)
-        } else if startingWriteback {
-            try Syscall.startWriteback(descriptor.raw)
+    /// The namespace part of a commit: a rename of a named temp; a link of an unnamed one,
+    /// straight to a new name, or under a staging name and renamed over the target.
+    private func putInPlace(from stagingDirectory: Int32, to directory: Int32, as targetName: FileName, replacing: Bool) throws(Errno) {
+        if let name {
+            try Syscall.rename(stagingDirectory, name, to: directory, targetName, flags: 0)
+            return
         }
+        if !replacing {
+            do throws(Errno) {
+                try Syscall.link(descriptor: descriptor.raw, to: directory, targetName)
+                return
+            } catch where error.rawValue == EEXIST {
+                // The name appeared meanwhile: replace it, as a rename would.
+            }
+        }
+        let linked = try linkUnderStagingName(in: directory, names: StagingName.make)
         do throws(Errno) {
-            try Syscall.rename(directory, name, to: directory, targetName, flags: Linux.RENAME_EXCHANGE)
-        } catch where error.rawValue == EINVAL || error.rawValue == ENOENT {
-            return false
+            try Syscall.rename(directory, linked, to: directory, targetName, flags: 0)
+        } catch {
+            _ = try? Syscall.unlink(at: directory, linked, flags: 0)
+            throw error
         }
-        if durability.syncsDirectory { try? Self.synchronizeDirectory(directory) }
-        return true
     }
 
-    /// Moves the temp, under the same name, from `directory` to `newDirectory` (same
+    /// Links the unnamed temp into `directory` under a fresh staging name, drawing again when
+    /// the name is taken; returns the name.
+    func linkUnderStagingName(in directory: Int32, names: () -> FileName) throws(Errno) -> FileName {
+        for _ in 0..<8 {
+            let name = names()
+            do throws(Errno) {
+                try Syscall.link(descriptor: descriptor.raw, to: directory, name)
+                return name
+            } catch where error.rawValue == EEXIST {
+                continue
+            }
+        }
+        throw Errno(rawValue: EEXIST)
+    }
+
+    /// Moves a named temp, under the same name, from `directory` to `newDirectory` (same
     /// filesystem): when the owner renames its pending file into another directory, the temp
-    /// follows it, and the directory it leaves can be removed.
+    /// follows it, and the directory it leaves can be removed. An unnamed temp is in no
+    /// directory and needs no move.
     public func move(from directory: Int32, to newDirectory: Int32) throws(Errno) {
+        guard let name else { return }
         do throws(Errno) {
             try Syscall.rename(directory, name, to: newDirectory, name, flags: Linux.RENAME_NOREPLACE)
         } catch where error.rawValue == EINVAL {
@@ -241,18 +295,23 @@ public struct StagedFile: ~Copyable, Sendable {
         }
     }
 
-    /// Removes the temp from `directory`; a temp already gone is fine. The target is untouched.
+    /// Throws the temp away; the target is untouched. A named temp is removed from
+    /// `directory` (a temp already gone is fine), keeping the directory's time; an unnamed
+    /// one has nothing to remove and goes with its last descriptor.
     /// - Returns: nil, or the error unlink failed with (the next mount's recovery finds the temp).
     @discardableResult
     public func discard(in directory: Int32) -> Errno? {
-        do throws(Errno) {
-            try Syscall.unlink(at: directory, name, flags: 0)
-        } catch where error.rawValue == ENOENT {
+        guard let name else { return nil }
+        return DirectoryTimes.keeping(of: directory) { () -> Errno? in
+            do throws(Errno) {
+                try Syscall.unlink(at: directory, name, flags: 0)
+            } catch where error.rawValue == ENOENT {
+                return nil
+            } catch {
+                return error
+            }
             return nil
-        } catch {
-            return error
         }
-        return nil
     }
 
     /// fsync on a directory; descriptors opened `O_PATH` (how the node table holds directories)

@@ -5,6 +5,7 @@ public enum Linux {
     public static let O_PATH = Int32(CSYS_O_PATH)
     public static let O_DIRECT = Int32(CSYS_O_DIRECT)
     public static let O_NOATIME = Int32(CSYS_O_NOATIME)
+    public static let O_TMPFILE = Int32(CSYS_O_TMPFILE)
     public static let AT_EMPTY_PATH = Int32(CSYS_AT_EMPTY_PATH)
     public static let RENAME_NOREPLACE = UInt32(CSYS_RENAME_NOREPLACE)
     public static let RENAME_EXCHANGE = UInt32(CSYS_RENAME_EXCHANGE)

@@ -74,6 +74,40 @@ public enum Syscall {
     }
 
 
+    /// Opens a new regular file without a name on `directory`'s filesystem (O_TMPFILE),
+    /// read-write and linkable (no O_EXCL): it lives while a descriptor of it is open, and
+    /// appears only when `link(descriptor:to:_:)` names it. Its mode is masked as creat(2)'s
+    /// (the umask, or the directory's default ACL), and it inherits the default ACL.
+    /// Filesystems without unnamed files refuse with EOPNOTSUPP (older kernels: EISDIR or EINVAL).
+    public static func openUnnamed(in directory: Int32, mode: mode_t) throws(Errno) -> OwnedDescriptor {
+        try openAt(directory, ".", Linux.O_TMPFILE | O_RDWR, mode)
+    }
+
+    /// Runs `body` with `prefix` and the decimal number of `descriptor` written on the stack
+    /// (no allocation: this runs on every open and every save). With "/proc/self/fd/" as the
+    /// prefix it names the descriptor's object for calls that take only paths; with "" it is
+    /// the name of the descriptor inside a descriptor of `/proc/self/fd`.
+    @inline(__always)
+    public static func withDescriptorPath<R: ~Copyable>(_ descriptor: Int32, prefix: StaticString,
+                                                        _ body: (UnsafePointer<CChar>) throws(Errno) -> R) throws(Errno) -> R {
+        var storage: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0) // 32 bytes: "/proc/self/fd/" + 10 digits + NUL
+        return try withUnsafeMutableBytes(of: &storage) { (raw) throws(Errno) -> R in
+            let buffer = raw.bindMemory(to: CChar.self)
+            var length = 0
+            prefix.withUTF8Buffer { bytes in
+                for byte in bytes { buffer[length] = CChar(bitPattern: byte); length += 1 }
+            }
+            var digits = 0
+            var rest = descriptor
+            repeat { digits += 1; rest /= 10 } while rest > 0
+            var value = descriptor
+            var index = length + digits - 1
+            repeat { buffer[index] = CChar(48 + value % 10); value /= 10; index -= 1 } while value > 0
+            buffer[length + digits] = 0
+            return try body(buffer.baseAddress!)
+        }
+    }
+
     // MARK: Metadata
 
     public static func stat(_ fd: Int32) throws(Errno) -> stat {
@@ -166,6 +200,16 @@ public enum Syscall {
         _ = try check(Glibc.linkat(sourceDirectory, sourceName, directory, name, flags))
     }
 
+    /// Names the file open as `fd` `name` in `directory`: how a file from `openUnnamed`
+    /// appears. Through `/proc/self/fd/N`, followed, rather than `linkat(fd, "", AT_EMPTY_PATH)`,
+    /// which kernels before 6.10 allow only with CAP_DAC_READ_SEARCH: this works for a daemon
+    /// run by any user, and costs the same. EEXIST when the name is taken (nothing changed).
+    public static func link(descriptor fd: Int32, to directory: Int32, _ name: UnsafePointer<CChar>) throws(Errno) {
+        try withDescriptorPath(fd, prefix: "/proc/self/fd/") { (path) throws(Errno) in
+            try link(AT_FDCWD, path, to: directory, name, flags: AT_SYMLINK_FOLLOW)
+        }
+    }
+
     public static func unlink(at directory: Int32, _ name: UnsafePointer<CChar>, flags: Int32) throws(Errno) {
         _ = try check(Glibc.unlinkat(directory, name, flags))
     }
@@ -221,6 +265,10 @@ public enum Syscall {
         try name.withCString { (name) throws(Errno) in try link(sourceDirectory, sourceName, to: directory, name, flags: flags) }
     }
 
+    public static func link(descriptor fd: Int32, to directory: Int32, _ name: FileName) throws(Errno) {
+        try name.withCString { (name) throws(Errno) in try link(descriptor: fd, to: directory, name) }
+    }
+
     public static func unlink(at directory: Int32, _ name: FileName, flags: Int32) throws(Errno) {
         try name.withCString { (name) throws(Errno) in try unlink(at: directory, name, flags: flags) }
     }
@@ -243,11 +291,6 @@ public enum Syscall {
 
     public static func synchronize(_ fd: Int32, dataOnly: Bool) throws(Errno) {
         _ = try retrying { dataOnly ? Glibc.fdatasync(fd) : Glibc.fsync(fd) }
-    }
-
-    /// Starts writing the file's dirty pages to disk without waiting for them.
-    public static func startWriteback(_ fd: Int32) throws(Errno) {
-        _ = try retrying { csys_start_writeback(fd) }
     }
 
     public static func allocate(_ fd: Int32, mode: Int32, offset: off_t, length: off_t) throws(Errno) {

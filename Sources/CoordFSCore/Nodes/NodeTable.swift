@@ -32,16 +32,9 @@ public final class Node: @unchecked Sendable {
     /// The descriptor of a directory node: directories are never replaced by commits, so it
     /// stays valid for as long as the node lives. Only meaningful when `isDirectory`.
     public let directory: Int32
-    /// Guards which backing object the node stands for (replaced only by commits of files) and
-    /// how many open handles may read through descriptors of their own: both change together,
-    /// so a commit knows whether anyone could still read the version it replaces. Lock order 4
-    /// (Docs/LOCKING.md): the last; nothing is taken while it is held.
-    private let current: Mutex<Current>
-
-    private struct Current {
-        var backing: NodeBacking
-        var openHandles = 0
-    }
+    /// Guards which backing object the node stands for (replaced only by commits of files).
+    /// Lock order 4 (Docs/LOCKING.md): the last; nothing is taken while it is held.
+    private let current: Mutex<NodeBacking>
 
     // Guarded by NodeTable.state.
     fileprivate var lookupCount: UInt64
@@ -60,7 +53,7 @@ public final class Node: @unchecked Sendable {
         self.id = id
         self.fileType = fileType
         self.directory = fileType == S_IFDIR ? descriptor.raw : -1
-        self.current = Mutex(Current(backing: NodeBacking(descriptor: descriptor, identity: identity)))
+        self.current = Mutex(NodeBacking(descriptor: descriptor, identity: identity))
         self.parent = parent
         self.name = name
         self.lookupCount = lookupCount
@@ -71,21 +64,7 @@ public final class Node: @unchecked Sendable {
     public var isRegularFile: Bool { fileType == S_IFREG }
 
     /// The backing object now; hold the reference for as long as its descriptor is used.
-    public var backing: NodeBacking { current.withLock { $0.backing } }
-
-    /// Counts a handle that is about to open the node: from now until `closeHandle`, a commit
-    /// sees that the version it replaces may still be read, and keeps that file's inode out of
-    /// reuse. Count before opening, so no open can slip between a commit's check and its reuse.
-    public func openHandle() {
-        current.withLock { $0.openHandles += 1 }
-    }
-
-    public func closeHandle() {
-        current.withLock { $0.openHandles -= 1 }
-    }
-
-    /// Handles counted by `openHandle` and not closed yet.
-    public var openHandleCount: Int { current.withLock { $0.openHandles } }
+    public var backing: NodeBacking { current.withLock { $0 } }
 
     public var identity: FileIdentity { backing.identity }
 
@@ -96,12 +75,8 @@ public final class Node: @unchecked Sendable {
         return try withExtendedLifetime(backing) { () throws(E) -> R in try body(backing.descriptor.raw) }
     }
 
-    /// Swaps the backing; returns how many handles were open at that moment.
-    fileprivate func replaceBacking(with backing: NodeBacking) -> Int {
-        current.withLock { current in
-            current.backing = backing
-            return current.openHandles
-        }
+    fileprivate func replaceBacking(with backing: NodeBacking) {
+        current.withLock { $0 = backing }
     }
 }
 
@@ -234,18 +209,17 @@ public final class NodeTable: Sendable {
 
     /// Points `node` at a new backing object (a commit renamed a staged file over it), so the
     /// kernel's inode, its cached pages' owner and the locks on it carry on across the commit.
-    /// Returns the previous backing (its descriptor may be the last one on the replaced file,
-    /// and closing that frees the file's blocks, which the caller may rather do later) and the
-    /// node's open handles at the moment of the swap (see `Node.openHandle`).
+    /// Returns the previous backing: its descriptor may be the last one on the replaced file,
+    /// and closing that frees the file's blocks, which the caller may rather do later.
     @discardableResult
-    public func replaceBacking(of node: Node, with descriptor: consuming OwnedDescriptor,
-                               identity: FileIdentity) -> (previous: NodeBacking, openHandles: Int) {
+    public func replaceBacking(of node: Node, with descriptor: consuming OwnedDescriptor, identity: FileIdentity) -> NodeBacking {
         let backing = NodeBacking(descriptor: descriptor, identity: identity)
         return state.withLock { state in
             let previous = node.backing
             if state.byIdentity[previous.identity] === node { state.byIdentity[previous.identity] = nil }
             if state.byID[node.id] === node { state.byIdentity[identity] = node }
-            return (previous, node.replaceBacking(with: backing))
+            node.replaceBacking(with: backing)
+            return previous
         }
     }
 
