@@ -353,6 +353,69 @@ import Testing
         }
     }
 
+    /// libfuse's passthrough_ll example, compiled into `directory`: a FUSE filesystem without
+    /// unnamed files (libfuse 3.14 answers the kernel's O_TMPFILE with ENOSYS: EOPNOTSUPP).
+    static func buildPassthrough(in directory: String) throws -> String {
+        let examples = "/usr/share/doc/libfuse3-dev/examples"
+        let result = try shell("""
+            set -e
+            for f in passthrough_ll.c passthrough_helpers.h; do
+                if [ -e \(examples)/$f ]; then cp \(examples)/$f .; else zcat \(examples)/$f.gz > $f; fi
+            done
+            gcc -O2 -o passthrough_ll passthrough_ll.c $(pkg-config fuse3 --cflags --libs) \
+                -DHAVE_UTIMENSAT -DHAVE_FALLOCATE -DHAVE_POSIX_FALLOCATE -DHAVE_SETXATTR -DHAVE_COPY_FILE_RANGE
+            """, in: directory)
+        try #require(result.status == 0, "\(result)")
+        return directory + "/passthrough_ll"
+    }
+
+    static let canBuildPassthrough = FileManager.default.fileExists(atPath: "/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c")
+        || FileManager.default.fileExists(atPath: "/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c.gz")
+
+    /// A backing whose filesystem has no unnamed files (here libfuse's passthrough_ll over a
+    /// folder): saves fall back to named temps by themselves, hidden from the mount while they
+    /// are in flight and gone from the backing once they are committed.
+    @Test(.enabled(if: canBuildPassthrough && system("command -v gcc pkg-config >/dev/null") == 0, "needs libfuse3-dev's examples and gcc"))
+    func aBackingWithoutUnnamedFilesGetsNamedTemps() throws {
+        let scratch = try Scratch()
+        let peer = scratch.root + "/peer", lower = scratch.root + "/lower"
+        for directory in [peer, lower] { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false) }
+        let passthrough = Process()
+        passthrough.executableURL = URL(fileURLWithPath: try Self.buildPassthrough(in: peer))
+        passthrough.arguments = ["-f", "-o", "source=" + lower, scratch.backing]
+        passthrough.standardOutput = FileHandle.nullDevice
+        passthrough.standardError = FileHandle.nullDevice
+        try passthrough.run()
+        defer {
+            _ = try? run(["fusermount3", "-u", scratch.backing])
+            passthrough.waitUntilExit()
+        }
+        let deadline = Date().addingTimeInterval(15)
+        while !isMounted(scratch.backing) && passthrough.isRunning && Date() < deadline { usleep(10_000) }
+        try #require(isMounted(scratch.backing), "passthrough_ll did not mount")
+        try #require(!hasUnnamedFiles(scratch.backing), "passthrough_ll now has unnamed files: this test shows nothing")
+        try scratch.mount()
+        defer { scratch.unmount() }
+        #expect(try shell("mkdir d && echo committed > d/existing", in: scratch.mountpoint).status == 0)
+        let output = try Self.python(#"""
+            import os, sys
+            saving = os.open('d/existing', os.O_WRONLY | os.O_TRUNC)
+            os.write(saving, b'uncommitted')
+            creating = os.open('d/new', os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(creating, b'not there yet')
+            print('in flight', sorted(os.listdir('d')), os.path.exists('d/new'), flush=True)
+            sys.stdin.readline()
+            os.close(saving); os.close(creating)
+            print('closed', sorted(os.listdir('d')), open('d/existing').read(), open('d/new').read())
+            """#, in: scratch.mountpoint, pausingFor: {
+                let during = try FileManager.default.contentsOfDirectory(atPath: lower + "/d")
+                #expect(during.filter { $0.hasPrefix(".coordfs-tmp-") }.count == 2, "named temps while in flight: \(during)")
+            })
+        #expect(output == "in flight ['existing'] True\nclosed ['existing', 'new'] uncommitted not there yet\n", "\(output)")
+        try expectBackingMatchesMount(scratch)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: lower + "/d").sorted() == ["existing", "new"])
+    }
+
     @Test func othersSeeTheCommittedVersionUntilClose() throws {
         try withMount { scratch in
             let output = try Self.python(#"""

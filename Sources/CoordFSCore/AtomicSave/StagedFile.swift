@@ -65,8 +65,9 @@ public enum Durability: String, CaseIterable, Sendable {
 /// layer's to build around it; this type needs no sharing of its own.) Sendable: its fields
 /// are immutable, and the descriptor is only a number the kernel serialises calls on.
 ///
-/// The temp lives on the same filesystem as its target, so the commit is one `rename` (or,
-/// for a new file, one `link`). Where the target's directory is, is told on each call (the
+/// The temp lives on the same filesystem as its target, so the commit is one `rename` (an
+/// unnamed temp is linked under a staging name first) or, for a new unnamed file, one `link`.
+/// Where the target's directory is, is told on each call (the
 /// target may have been renamed meanwhile); a named temp is named by `name` inside the
 /// directory it was staged in, and follows its target there (`move`).
 public struct StagedFile: ~Copyable, Sendable {
