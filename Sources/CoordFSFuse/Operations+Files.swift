@@ -497,13 +497,8 @@ extension FileSystem {
     /// the caller to drop (and with it the replaced file's descriptor) once it has replied.
     @discardableResult
     func commit(_ save: Save, origin: ChangeOrigin, onlyWithoutWriters: Bool = false) throws(Errno) -> CommitReport? {
-        let processDescriptors = self.processDescriptors.raw
         guard let report = try save.commit(durability: commitDurability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters,
-                                           reopenAsPath: { (descriptor) throws(Errno) -> OwnedDescriptor in
-            try Syscall.withDescriptorPath(descriptor, prefix: "") { (name) throws(Errno) -> OwnedDescriptor in
-                try Syscall.openAt(processDescriptors, name, Linux.O_PATH)
-            }
-        }) else { return nil }
+                                           reopen: reopen(descriptor:flags:)) else { return nil }
         if report.created { activity.clearPendingName(of: save) }
         let node = save.node
         // With no page of the node in the kernel and no open reader that could fill one with

@@ -195,13 +195,17 @@ final class Save: Sendable {
     /// target (see `StagedFile.commit`). Returns nil when there was nothing to commit; throws
     /// the failure of an earlier change. With `onlyWithoutWriters`, commits only if no writer
     /// joined meanwhile (the last writer's release): a writer that joined commits at its own close.
+    /// `reopen` opens the object behind a descriptor afresh with other flags.
     func commit(durability: Durability, nodes: NodeTable, onlyWithoutWriters: Bool = false,
-                reopenAsPath: (Int32) throws(Errno) -> OwnedDescriptor) throws(Errno) -> CommitReport? {
+                reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor) throws(Errno) -> CommitReport? {
         try state.withLock { (state) throws(Errno) -> CommitReport? in
             if onlyWithoutWriters && state.writers > 0 { return nil }
             if let failure = state.failure { throw failure }
             guard !state.discarded, let staged = state.staged.take() else { return nil }
             let directory = state.directory.directory
+            if state.exists, !Self.names(state.name, in: directory, node.identity) {
+                return try Self.commitWithoutItsName(staged, of: node, state: &state, nodes: nodes, reopen: reopen)
+            }
             do throws(Errno) {
                 try staged.commit(in: directory, as: state.name, replacingExistingFile: state.exists,
                                   durability: durability.forCommit(replacingExistingFile: state.exists))
@@ -216,10 +220,48 @@ final class Save: Sendable {
             let identity = FileIdentity(status)
             var replaced: NodeBacking?
             if identity != node.identity {
-                replaced = nodes.replaceBacking(of: node, with: try reopenAsPath(state.current.raw), identity: identity)
+                replaced = nodes.replaceBacking(of: node, with: try reopen(state.current.raw, Linux.O_PATH), identity: identity)
             }
             return CommitReport(created: created, path: nodes.path(of: node), size: Int64(status.st_size), replaced: replaced)
         }
+    }
+
+    /// Whether `name` in `directory` is the file `identity` (a commit renames over it only then).
+    private static func names(_ name: FileName, in directory: Int32, _ identity: FileIdentity) -> Bool {
+        guard let status = try? Syscall.stat(at: directory, name) else { return false }
+        return FileIdentity(status) == identity
+    }
+
+    /// The commit of a file whose name its owner took away before it closed (an unlink, or a
+    /// rename of another file over it) while the file kept another hard link: on a plain disk
+    /// the owner's writes reach that other name, and neither bring the removed name back nor
+    /// replace the file now there. The node does not know that name (the kernel opens by
+    /// inode), so the temp's contents are written into the file itself, which every name it has
+    /// left shows. Not atomic for readers of those names: the price of keeping their link.
+    /// A file with no name left has nowhere to go: its changes are dropped.
+    private static func commitWithoutItsName(_ staged: consuming StagedFile, of node: Node, state: inout State, nodes: NodeTable,
+                                             reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor) throws(Errno) -> CommitReport? {
+        let directory = state.directory.directory
+        defer { staged.discard(in: directory) }
+        let committed = node.backing
+        let links = withExtendedLifetime(committed) { (try? Syscall.statOfPathDescriptor(committed.descriptor.raw).st_nlink) ?? 0 }
+        guard links > 0 else {
+            state.discarded = true
+            return nil
+        }
+        do throws(Errno) {
+            let file = try withExtendedLifetime(committed) { () throws(Errno) -> OwnedDescriptor in
+                try reopen(committed.descriptor.raw, O_RDWR | O_TRUNC)
+            }
+            try staged.copyContents(into: file.raw)
+            state.current = SharedDescriptor(file)
+            state.currentIsWritable = true
+        } catch {
+            state.failure = error
+            throw error
+        }
+        let size = (try? Syscall.stat(state.current.raw).st_size).map(Int64.init) ?? 0
+        return CommitReport(created: false, path: nodes.path(of: node), size: size, replaced: nil)
     }
 
     /// Throws away uncommitted changes (the owner unlinked the file, or the save failed).

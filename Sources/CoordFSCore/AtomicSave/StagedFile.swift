@@ -281,6 +281,12 @@ public struct StagedFile: ~Copyable, Sendable {
         throw Errno(rawValue: EEXIST)
     }
 
+    /// Writes the temp's contents into `file` (empty, opened for writing): a commit in place,
+    /// for a file whose name is gone but which other links still show.
+    public func copyContents(into file: Int32) throws(Errno) {
+        try ContentCopy.copy(from: descriptor.raw, to: file)
+    }
+
     /// Moves a named temp, under the same name, from `directory` to `newDirectory` (same
     /// filesystem): when the owner renames its pending file into another directory, the temp
     /// follows it, and the directory it leaves can be removed. An unnamed temp is in no
