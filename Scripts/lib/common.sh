@@ -1,5 +1,6 @@
-# Shared by Scripts/run, Scripts/test and Scripts/bench: installing what is missing,
-# building, and unmounting for sure. Source it; it defines functions only.
+# Shared by Scripts/run and Scripts/test (Scripts/bench is Python and builds on its own):
+# installing what is missing, building, and unmounting for sure. Source it: it sets
+# COORDFS_ROOT (the repository) and defines functions, and runs nothing.
 
 COORDFS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 

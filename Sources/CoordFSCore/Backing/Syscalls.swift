@@ -5,7 +5,8 @@ import SystemPackage
 /// Every system call coordfs makes on the backing directory goes through here: one typed
 /// wrapper per call, `Errno` as the error, `EINTR` retried where the call may be restarted.
 ///
-/// Keeping them in one place makes failure paths reviewable (and fakeable) without a mount.
+/// Keeping them in one place makes every failure path reviewable in one file, and lets the
+/// core's unit tests drive the real calls on a scratch directory, without a mount.
 public enum Syscall {
     /// Runs `body` with the calling thread's file creation mask set to `mask`, then puts the
     /// old one back. `body` gets the mode to create with: `mode` itself, which the kernel then
