@@ -18,33 +18,6 @@ extension FileSystem {
         return flags
     }
 
-    /// Whether a file is written in place rather than through a staged save: the policy's
-    /// patterns and size threshold, plus SQLite databases whatever their name (recognised by
-    /// their header) and their journal, WAL and shared-memory files, which SQLite maps and
-    /// locks across processes. SQLite opens a database read-write, never write-only and never
-    /// with O_TRUNC, so the header is read only for such opens: every `>` redirection and
-    /// editor save skips one open, read and close.
-    func writesInPlace(_ node: Node?, path: MountPath, flags: Int32) -> Bool {
-        let truncating = flags & O_TRUNC != 0
-        let size = truncating ? 0 : node.flatMap { try? attributes(of: $0).st_size }.map(Int64.init) ?? 0
-        if options.inPlace.isInPlace(path, size: size) { return true }
-        // O_NOATIME: looking must not count as reading (the daemon is root or the owner).
-        if !truncating, flags & O_ACCMODE == O_RDWR, let node,
-           let file = try? reopen(node, flags: O_RDONLY | Linux.O_NOATIME), Self.hasSQLiteHeader(file.raw) {
-            return true
-        }
-        // SQLite's companions: mapped and locked by every connection, whatever the database's name.
-        if let name = path.name, name.hasSuffix("-journal") || name.hasSuffix("-wal") || name.hasSuffix("-shm") { return true }
-        return false
-    }
-
-    private static func hasSQLiteHeader(_ descriptor: Int32) -> Bool {
-        var header = (UInt64(0), UInt64(0))
-        let read = withUnsafeMutableBytes(of: &header) { pread(descriptor, $0.baseAddress, 16, 0) }
-        // "SQLite format 3" and a NUL, as the file format specifies.
-        return read == 16 && withUnsafeBytes(of: &header) { Array($0) } == Array("SQLite format 3\0".utf8)
-    }
-
     /// Whether an open changes the file: it writes, or it truncates.
     private func opensForChange(_ flags: Int32) -> Bool {
         flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
@@ -65,7 +38,7 @@ extension FileSystem {
         }
         let nonblocking = flags & O_NONBLOCK != 0
         if opensForChange(flags) {
-            let inPlace = writesInPlace(node, path: path, flags: flags)
+            let inPlace = options.inPlace.writesInPlace(path, flags: flags, existing: node, reopen: reopen(descriptor:flags:))
             withPresentersAndClaims(request, asking: [PresenterAsk(.relinquish, path)],
                                     claims: { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, .write)] } ?? [] },
                                     nonblocking: nonblocking) { [self] grant, consent in
@@ -212,7 +185,7 @@ extension FileSystem {
         let copy = FileInfoCopy(info: file.pointee)
         let pending = PendingRequest(raw: request)
         guard let path = nodes.path(of: parent)?.appending(fileName) else { return reply(request, error: .noSuchFileOrDirectory) }
-        let inPlace = writesInPlace(nil, path: path, flags: O_TRUNC)
+        let inPlace = options.inPlace.writesInPlace(path, flags: copy.info.flags, existing: nil, reopen: reopen(descriptor:flags:))
         withPresentersAndClaims(request, asking: [PresenterAsk(.relinquish, path)],
                                 claims: { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(fileName), .write)] } ?? [] },
                                 nonblocking: copy.info.flags & O_NONBLOCK != 0) { [self] grant, consent in
