@@ -1,7 +1,10 @@
+import Glibc
+import SystemPackage
 import Testing
 @testable import CoordFSCore
 
-/// The in-place policy: default patterns, name and path patterns, `**`, and the size threshold.
+/// The in-place policy: default patterns, name and path patterns, `**`, the size threshold, and
+/// the whole decision for an open (SQLite's header and companions) on real files.
 @Suite struct InPlacePolicyTests {
     func path(_ text: String) -> MountPath { MountPath(text)! }
 
@@ -121,5 +124,60 @@ import Testing
     @Test func emptyPatternsAreIgnored() {
         let policy = InPlacePolicy(patterns: ["", "/"], largerThan: nil)
         #expect(!policy.isInPlace(path("anything"), size: 0))
+    }
+
+    // MARK: Opens
+
+    /// An open's whole answer, on files in a scratch directory: a SQLite database by its
+    /// header, whatever its name, when opened read-write without O_TRUNC (the only opens that
+    /// read the header); its companions by their suffixes, also when created; the size
+    /// threshold on the file's size, which a truncating or creating open counts as 0.
+    @Test func opensDecideByHeaderCompanionsAndSize() throws {
+        let scratch = try ScratchDirectory("in-place")
+        try scratch.write("store", Array("SQLite format 3\0".utf8) + randomBytes(100))
+        try scratch.write("older", Array("SQLite format 2\0".utf8) + randomBytes(100))
+        try scratch.write("cut", Array("SQLite format 3".utf8)) // 15 bytes: no whole header
+        try scratch.write("big", randomBytes(2000))
+        try scratch.write("app-wal", [])
+        let table = try NodeTable(root: try Syscall.openAt(scratch.raw, ".", Linux.O_PATH | O_DIRECTORY))
+        let policy = InPlacePolicy(patterns: ["*.log"], largerThan: 1000)
+        var probes = 0
+        func writesInPlace(_ text: String, _ flags: Int32, creating: Bool = false) throws -> Bool {
+            var existing: Node?
+            if !creating {
+                let descriptor = try Syscall.openAt(table.root.directory, name(text), Linux.O_PATH | O_NOFOLLOW)
+                existing = table.lookUp(try Syscall.statOfPathDescriptor(descriptor.raw), descriptor: descriptor,
+                                        parent: table.root, name: name(text))
+            }
+            return policy.writesInPlace(path(text), flags: flags, existing: existing) { (descriptor, probeFlags) throws(Errno) in
+                probes += 1
+                #expect(probeFlags & O_ACCMODE == O_RDONLY && probeFlags & Linux.O_NOATIME != 0, "the probe only looks")
+                return try StagingTests.reopen(descriptor, probeFlags)
+            }
+        }
+
+        #expect(try writesInPlace("store", O_RDWR))
+        #expect(probes == 1)
+        for flags in [O_WRONLY, O_RDWR | O_TRUNC, O_WRONLY | O_TRUNC, O_RDONLY | O_TRUNC] {
+            #expect(try !writesInPlace("store", flags), "flags \(flags): SQLite never opens so")
+        }
+        #expect(probes == 1, "only a read-write open that keeps the contents reads the header")
+        #expect(try !writesInPlace("older", O_RDWR))
+        #expect(try !writesInPlace("cut", O_RDWR))
+        #expect(probes == 3)
+
+        for companion in ["app-wal", "x.sqlite-journal", "data-shm", "cache-journal"] {
+            #expect(try writesInPlace(companion, O_WRONLY | O_CREAT, creating: companion != "app-wal"), "\(companion)")
+        }
+        for other in ["app-walrus", "journal", "x-wa", "shm"] {
+            #expect(try !writesInPlace(other, O_WRONLY | O_CREAT, creating: true), "\(other)")
+        }
+        #expect(try writesInPlace("new.log", O_WRONLY | O_CREAT, creating: true))
+
+        #expect(try writesInPlace("big", O_WRONLY))
+        #expect(try writesInPlace("big", O_RDWR | O_APPEND))
+        #expect(try !writesInPlace("big", O_WRONLY | O_TRUNC), "nothing is copied when the open truncates")
+        #expect(try !writesInPlace("store", O_WRONLY), "below the threshold")
+        #expect(probes == 3, "a file in place by its size is not probed")
     }
 }

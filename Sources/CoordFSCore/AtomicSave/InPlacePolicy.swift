@@ -1,5 +1,9 @@
+import Glibc
+import SystemPackage
+
 /// Decides which files are written in place (straight to the backing file, claims per
-/// operation) instead of through a staged temp and a commit.
+/// operation) instead of through a staged temp and a commit. `writesInPlace` answers for an
+/// open; `isInPlace` is the configured part of that answer (patterns and size).
 ///
 /// Some files must not be copied on every open: databases that coordinate their own writers
 /// (through locks and shared memory on the very file), logs that several processes append to,
@@ -81,5 +85,57 @@ public struct InPlacePolicy: Sendable {
             if namePatterns.contains(where: { $0.matches(scalars: scalars) }) { return true }
         }
         return pathPatterns.contains { $0.matches(path.components) }
+    }
+
+    // MARK: Opens
+
+    /// Whether an open that changes a regular file (it writes or truncates) writes in place:
+    /// the patterns and size threshold (`isInPlace`), plus SQLite's files whatever their names,
+    /// which SQLite maps and locks across processes: a database (recognised by its header)
+    /// and its journal, WAL and shared-memory files. SQLite opens a database read-write, never
+    /// write-only and never with O_TRUNC, so only such opens read the header: every `>`
+    /// redirection and editor save skips one open, read and close.
+    ///
+    /// The mount opens special files, and files no path reaches, in place without asking.
+    ///
+    /// - Parameters:
+    ///   - path: where the file is, or is being created, in the mount.
+    ///   - flags: the open's flags.
+    ///   - existing: the file being opened; nil when the open creates it.
+    ///   - reopen: opens the object behind a descriptor afresh with other flags (the header is
+    ///     read through a fresh read-only open of `existing`).
+    public func writesInPlace(_ path: MountPath, flags: Int32, existing: Node?,
+                              reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor) -> Bool {
+        let truncating = flags & O_TRUNC != 0
+        let size = truncating ? 0 : existing.flatMap(Self.size(of:)) ?? 0
+        if isInPlace(path, size: size) { return true }
+        // O_NOATIME: looking must not count as reading (the daemon is root or the owner).
+        if !truncating, flags & O_ACCMODE == O_RDWR, let existing,
+           let file = try? existing.withDescriptor({ (descriptor) throws(Errno) -> OwnedDescriptor in
+               try reopen(descriptor, O_RDONLY | Linux.O_NOATIME)
+           }),
+           Self.hasSQLiteHeader(file.raw) {
+            return true
+        }
+        if let name = path.name, Self.isSQLiteCompanion(name) { return true }
+        return false
+    }
+
+    private static func size(of node: Node) -> Int64? {
+        let status = try? node.withDescriptor { (descriptor) throws(Errno) -> stat in try Syscall.statOfPathDescriptor(descriptor) }
+        return status.map { Int64($0.st_size) }
+    }
+
+    /// Whether the file starts with "SQLite format 3" and a NUL, as SQLite's file format specifies.
+    static func hasSQLiteHeader(_ descriptor: Int32) -> Bool {
+        var header = (UInt64(0), UInt64(0))
+        let count = withUnsafeMutableBytes(of: &header) { buffer in (try? Syscall.read(descriptor, into: buffer, at: 0)) ?? 0 }
+        return count == 16 && withUnsafeBytes(of: &header) { Array($0) } == Array("SQLite format 3\0".utf8)
+    }
+
+    /// SQLite's companions of a database, mapped and locked by every connection, whatever the
+    /// database's name: its rollback journal, its write-ahead log and the WAL's shared memory.
+    static func isSQLiteCompanion(_ name: FileName) -> Bool {
+        name.hasSuffix("-journal") || name.hasSuffix("-wal") || name.hasSuffix("-shm")
     }
 }

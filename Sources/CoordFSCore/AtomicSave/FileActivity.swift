@@ -1,5 +1,4 @@
 import Synchronization
-import CoordFSCore
 
 /// What the mount tracks about a regular file while it is open: its pending save, and the
 /// readers that read through the kernel's page cache.
@@ -15,7 +14,8 @@ import CoordFSCore
 final class FileActivity {
     var save: Save?
     /// The save's owner mapped the file: the kernel's page cache, which every mapping and
-    /// cached reader of the file shares, holds the save's pages (see `pageCacheSource`).
+    /// cached reader of the file shares, holds the save's pages (see `pageCacheSource` in
+    /// CoordFSFuse/PageCacheVersions.swift).
     var saveIsMapped = false
     /// Open handles reading through the page cache, by owner.
     var cachedReaderOwners: [ClaimOwner: Int] = [:]
@@ -30,9 +30,14 @@ final class FileActivity {
 }
 
 /// A name in a directory, for saves whose target does not exist in the backing yet.
-struct PendingName: Hashable {
-    let directory: UInt64
-    let name: FileName
+public struct PendingName: Hashable, Sendable {
+    public let directory: UInt64
+    public let name: FileName
+
+    public init(directory: UInt64, name: FileName) {
+        self.directory = directory
+        self.name = name
+    }
 }
 
 /// Every file with a pending save or cached readers, and the names of files created through
@@ -40,7 +45,7 @@ struct PendingName: Hashable {
 ///
 /// Sendable: all state is behind one lock; counts are atomics so hot paths (getattr, lookup)
 /// skip the lock when nothing is pending.
-final class ActivityRegistry: Sendable {
+public final class ActivityRegistry: Sendable {
     private struct State {
         var files: [UInt64: FileActivity] = [:]
         var pendingNames: [PendingName: Save] = [:]
@@ -60,27 +65,29 @@ final class ActivityRegistry: Sendable {
     /// Saves whose owner mapped the file; lets reads and lookups skip the lock when there are none.
     private let mappedSaveCount = Atomic<Int>(0)
 
-    var hasSaves: Bool { saveCount.load(ordering: .relaxed) > 0 }
+    public init() {}
+
+    public var hasSaves: Bool { saveCount.load(ordering: .relaxed) > 0 }
 
     /// Whether the kernel must not cache the node's attributes: a save is pending (its owner and
     /// everyone else see different sizes) or readers of different versions are open.
-    func needsFreshAttributes(_ node: Node) -> Bool {
+    public func needsFreshAttributes(_ node: Node) -> Bool {
         guard hasSaves || staleCount.load(ordering: .relaxed) > 0 else { return false }
         return state.withLock { state in
             guard let activity = state.files[node.id] else { return false }
             return activity.save != nil || activity.cacheIsStale
         }
     }
-    var hasPendingNames: Bool { pendingNameCount.load(ordering: .relaxed) > 0 }
+    public var hasPendingNames: Bool { pendingNameCount.load(ordering: .relaxed) > 0 }
 
-    func save(of node: Node) -> Save? {
+    public func save(of node: Node) -> Save? {
         guard hasSaves else { return nil }
         return state.withLock { $0.files[node.id]?.save }
     }
 
     /// Adds a writer to the node's save, if it has one. Under the registry's lock, so a save
     /// that has just lost its last writer is either joined or ended, never both.
-    func joinSave(of node: Node) -> Save? {
+    public func joinSave(of node: Node) -> Save? {
         guard hasSaves else { return nil }
         return state.withLock { state in
             guard let save = state.files[node.id]?.save else { return nil }
@@ -90,7 +97,7 @@ final class ActivityRegistry: Sendable {
     }
 
     /// Installs `candidate` as the node's save with one writer, or joins the one in force.
-    func installSave(_ candidate: Save, pendingName: PendingName? = nil) -> Save {
+    public func installSave(_ candidate: Save, pendingName: PendingName? = nil) -> Save {
         state.withLock { state in
             let activity = state.files[candidate.node.id] ?? FileActivity()
             state.files[candidate.node.id] = activity
@@ -110,7 +117,7 @@ final class ActivityRegistry: Sendable {
     }
 
     /// Whether readers (other than `owner`) read the committed version through the page cache.
-    func hasCachedReaders(_ node: Node, besides owner: ClaimOwner? = nil) -> Bool {
+    public func hasCachedReaders(_ node: Node, besides owner: ClaimOwner? = nil) -> Bool {
         state.withLock { state in
             guard let activity = state.files[node.id] else { return false }
             return activity.cachedReaders > (owner.flatMap { activity.cachedReaderOwners[$0] } ?? 0)
@@ -119,7 +126,7 @@ final class ActivityRegistry: Sendable {
 
     /// Ends a save that has no writers: it no longer stands for the node, and its pending
     /// name (if any) goes. A save a writer joined meanwhile stays.
-    func endSave(_ save: Save) {
+    public func endSave(_ save: Save) {
         state.withLock { state in
             guard let activity = state.files[save.node.id], activity.save === save, save.hasNoWriters else { return }
             activity.save = nil
@@ -134,24 +141,24 @@ final class ActivityRegistry: Sendable {
     }
 
     /// The save whose not-yet-committed file is named `name` in `directory`, if any.
-    func pendingSave(_ name: PendingName) -> Save? {
+    public func pendingSave(_ name: PendingName) -> Save? {
         guard hasPendingNames else { return nil }
         return state.withLock { $0.pendingNames[name] }
     }
 
     /// Whether a file created through the mount and not committed yet is to appear in `directory`.
-    func hasPendingNames(in directory: UInt64) -> Bool {
+    public func hasPendingNames(in directory: UInt64) -> Bool {
         guard hasPendingNames else { return false }
         return state.withLock { $0.pendingNames.keys.contains { $0.directory == directory } }
     }
 
     /// The file now exists under its name (first commit), or was unlinked: no longer pending.
-    func clearPendingName(of save: Save) {
+    public func clearPendingName(of save: Save) {
         state.withLock { state in Self.dropPendingNames(of: save, in: &state, count: pendingNameCount) }
     }
 
     /// The owner renamed a pending file: it is pending under the new name.
-    func movePendingName(of save: Save, to name: PendingName) {
+    public func movePendingName(of save: Save, to name: PendingName) {
         state.withLock { state in
             Self.dropPendingNames(of: save, in: &state, count: pendingNameCount)
             state.pendingNames[name] = save
@@ -170,7 +177,7 @@ final class ActivityRegistry: Sendable {
 
     /// A handle of `save` filled the kernel's page cache: its owner mapped the file, and the
     /// cache follows the save from now on. True the first time for the save in force.
-    func noteMapped(_ save: Save) -> Bool {
+    public func noteMapped(_ save: Save) -> Bool {
         guard hasSaves else { return false }
         return state.withLock { state in
             guard let activity = state.files[save.node.id], activity.save === save, !activity.saveIsMapped else { return false }
@@ -181,7 +188,7 @@ final class ActivityRegistry: Sendable {
     }
 
     /// The node's pending save, when its owner mapped the file.
-    func mappedSave(of node: Node) -> Save? {
+    public func mappedSave(of node: Node) -> Save? {
         guard mappedSaveCount.load(ordering: .relaxed) > 0 else { return nil }
         return state.withLock { state in
             guard let activity = state.files[node.id], activity.saveIsMapped else { return nil }
@@ -193,7 +200,7 @@ final class ActivityRegistry: Sendable {
 
     /// Registers a reader of the committed version, which it reads through `version`; true
     /// when it may use the page cache.
-    func openReader(of node: Node, owner: ClaimOwner, version: SharedDescriptor, identity: FileIdentity) -> Bool {
+    public func openReader(of node: Node, owner: ClaimOwner, version: SharedDescriptor, identity: FileIdentity) -> Bool {
         state.withLock { state in
             let activity = state.files[node.id] ?? FileActivity()
             state.files[node.id] = activity
@@ -207,7 +214,7 @@ final class ActivityRegistry: Sendable {
     /// A reader around the page cache filled it (it mapped the file): when it reads the version
     /// the cache stands for, it counts as a cached reader from now on (`joined` is set, once),
     /// and true is the answer. `identity` is its version's; `current` the node's backing's.
-    func joinCachedReaders(_ node: Node, owner: ClaimOwner, version: SharedDescriptor, identity: FileIdentity,
+    public func joinCachedReaders(_ node: Node, owner: ClaimOwner, version: SharedDescriptor, identity: FileIdentity,
                            current: FileIdentity, joined: borrowing Atomic<Bool>) -> Bool {
         state.withLock { state in
             if joined.load(ordering: .relaxed) { return true }
@@ -236,7 +243,7 @@ final class ActivityRegistry: Sendable {
     /// A cached reader closed; true when the page cache must now be dropped (it may hold an
     /// older version and the last reader of that version is gone). It stays marked stale
     /// until the kernel has dropped it (`cacheDropped`).
-    func closeReader(of node: Node, owner: ClaimOwner) -> Bool {
+    public func closeReader(of node: Node, owner: ClaimOwner) -> Bool {
         state.withLock { state in
             guard let activity = state.files[node.id] else { return false }
             activity.cachedReaders -= 1
@@ -254,13 +261,13 @@ final class ActivityRegistry: Sendable {
     }
 
     /// The version the node's cached readers read, while any is open.
-    func cachedVersion(of node: Node) -> SharedDescriptor? {
+    public func cachedVersion(of node: Node) -> SharedDescriptor? {
         state.withLock { $0.files[node.id]?.cachedVersion }
     }
 
     /// A commit replaced the node's version: until the kernel has dropped the cache and every
     /// reader of an older version has closed, new readers bypass the cache.
-    func noteCommit(of node: Node) {
+    public func noteCommit(of node: Node) {
         state.withLock { state in
             let activity = state.files[node.id] ?? FileActivity()
             state.files[node.id] = activity
@@ -270,7 +277,7 @@ final class ActivityRegistry: Sendable {
     }
 
     /// The kernel dropped the node's cache; with no older reader left, the cache is good again.
-    func cacheDropped(of node: Node) {
+    public func cacheDropped(of node: Node) {
         state.withLock { state in
             guard let activity = state.files[node.id], activity.cachedReaders == 0 else { return }
             if activity.cacheIsStale { staleCount.subtract(1, ordering: .relaxed) }

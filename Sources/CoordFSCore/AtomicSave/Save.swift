@@ -1,31 +1,30 @@
 import Glibc
 import Synchronization
-import CoordFSCore
 import SystemPackage
 
 /// A descriptor several handles read or write through, closed after its last user.
 ///
 /// Sendable: immutable.
-final class SharedDescriptor: Sendable {
-    let descriptor: OwnedDescriptor
+public final class SharedDescriptor: Sendable {
+    public let descriptor: OwnedDescriptor
 
-    init(_ descriptor: consuming OwnedDescriptor) {
+    public init(_ descriptor: consuming OwnedDescriptor) {
         self.descriptor = descriptor
     }
 
-    var raw: Int32 { descriptor.raw }
+    public var raw: Int32 { descriptor.raw }
 }
 
 /// What a commit did, for the caller to publish and to tell the kernel.
-struct CommitReport: Sendable {
+public struct CommitReport: Sendable {
     /// True when the commit made the name appear (a file created through the mount).
-    let created: Bool
-    let path: MountPath?
-    let size: Int64
+    public let created: Bool
+    public let path: MountPath?
+    public let size: Int64
     /// The backing the node stood for before the commit (the replaced file), when it changed.
     /// Dropping the last reference closes what may be the replaced file's last descriptor, and
     /// the filesystem then frees its blocks: tens of microseconds better spent after the reply.
-    let replaced: NodeBacking?
+    public let replaced: NodeBacking?
 }
 
 /// The pending atomic save of one file by one owner: every handle that owner opens for
@@ -38,9 +37,9 @@ struct CommitReport: Sendable {
 /// commit stages again.
 ///
 /// Sendable: `node`, `owner` and `staging` never change; everything else is in `state`.
-final class Save: Sendable {
-    let node: Node
-    let owner: ClaimOwner
+public final class Save: Sendable {
+    public let node: Node
+    public let owner: ClaimOwner
     /// Makes the temps (unnamed where the filesystem allows).
     let staging: TempStaging
 
@@ -73,7 +72,7 @@ final class Save: Sendable {
     private let state: Mutex<State>
 
     /// A save of an existing file, reading `committed` until its first change.
-    init(node: Node, owner: ClaimOwner, committed: consuming OwnedDescriptor, directory: Node, name: FileName, staging: TempStaging) {
+    public init(node: Node, owner: ClaimOwner, committed: consuming OwnedDescriptor, directory: Node, name: FileName, staging: TempStaging) {
         self.node = node
         self.owner = owner
         self.staging = staging
@@ -82,7 +81,7 @@ final class Save: Sendable {
 
     /// A save of a file being created: `staged` is its temp, which the node already stands for,
     /// and `current` a duplicate of the temp's descriptor, for the owner's reads and writes.
-    init(node: Node, owner: ClaimOwner, creating staged: consuming StagedFile, current: consuming OwnedDescriptor,
+    public init(node: Node, owner: ClaimOwner, creating staged: consuming StagedFile, current: consuming OwnedDescriptor,
          directory: Node, name: FileName, staging: TempStaging) {
         self.node = node
         self.owner = owner
@@ -100,7 +99,7 @@ final class Save: Sendable {
     var hasNoWriters: Bool { state.withLock { $0.writers == 0 } }
 
     /// Drops a writer; true when it was the last, so the save ends.
-    func removeWriter() -> Bool {
+    public func removeWriter() -> Bool {
         state.withLock { state in
             state.writers -= 1
             return state.writers == 0
@@ -110,11 +109,11 @@ final class Save: Sendable {
     // MARK: Reading and changing
 
     /// The descriptor the owner's reads go to now (held by the caller for the read's duration).
-    var current: SharedDescriptor { state.withLock { $0.current } }
+    public var current: SharedDescriptor { state.withLock { $0.current } }
 
     /// The attributes of the owner's version (see `shownToOwner`). A discarded save shows what
     /// its unlinked file really has.
-    func currentStatus() throws(Errno) -> stat {
+    public func currentStatus() throws(Errno) -> stat {
         let (current, isTemp) = state.withLock { ($0.current, $0.staged != nil && !$0.discarded) }
         let status = try withExtendedLifetime(current) { () throws(Errno) -> stat in try Syscall.stat(current.raw) }
         return isTemp ? Self.shownToOwner(status) : status
@@ -122,25 +121,25 @@ final class Save: Sendable {
 
     /// A temp's attributes as its owner sees them: an unnamed temp has no link yet, and is
     /// shown the one its commit gives it, as its file (new or saved) has on a plain disk.
-    static func shownToOwner(_ status: stat) -> stat {
+    public static func shownToOwner(_ status: stat) -> stat {
         var shown = status
         if shown.st_nlink == 0 { shown.st_nlink = 1 }
         return shown
     }
 
     /// Where the commit will go, and whether that name exists in the backing yet.
-    var target: (directory: Node, name: FileName, exists: Bool) {
+    public var target: (directory: Node, name: FileName, exists: Bool) {
         state.withLock { ($0.directory, $0.name, $0.exists) }
     }
 
-    var hasUncommittedChanges: Bool { state.withLock { $0.staged != nil } }
+    public var hasUncommittedChanges: Bool { state.withLock { $0.staged != nil } }
 
     /// A failed save will not commit: new opens, even the owner's, see the committed version.
-    var hasFailed: Bool { state.withLock { $0.failure != nil } }
+    public var hasFailed: Bool { state.withLock { $0.failure != nil } }
 
     /// Runs a change (write, fallocate, copy, metadata) against the temp, staging it first.
     /// A failure of the change itself marks the save failed: it will not commit.
-    func change<R>(reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
+    public func change<R>(reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
                    _ body: (Int32) throws(Errno) -> R) throws(Errno) -> R {
         try change(truncating: false, reopen: reopen) { (descriptor, _) throws(Errno) -> R in try body(descriptor) }
     }
@@ -148,7 +147,7 @@ final class Save: Sendable {
     /// Truncates the owner's version to `length` (a setattr, or O_TRUNC at open), then runs
     /// `then` on it. A temp staged for this very truncation to zero starts empty, with its times
     /// set by the staging: truncating it again would cost three system calls and show nothing.
-    func truncate(to length: off_t, reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
+    public func truncate(to length: off_t, reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
                   then: (Int32) throws(Errno) -> Void = { _ throws(Errno) in }) throws(Errno) {
         try change(truncating: length == 0, reopen: reopen) { (descriptor, stagedEmpty) throws(Errno) in
             if !stagedEmpty { try StagedFile.truncate(descriptor, to: length, reopen: reopen) }
@@ -196,7 +195,7 @@ final class Save: Sendable {
     /// the failure of an earlier change. With `onlyWithoutWriters`, commits only if no writer
     /// joined meanwhile (the last writer's release): a writer that joined commits at its own close.
     /// `reopen` opens the object behind a descriptor afresh with other flags.
-    func commit(durability: Durability, nodes: NodeTable, onlyWithoutWriters: Bool = false,
+    public func commit(durability: Durability, nodes: NodeTable, onlyWithoutWriters: Bool = false,
                 reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor) throws(Errno) -> CommitReport? {
         try state.withLock { (state) throws(Errno) -> CommitReport? in
             if onlyWithoutWriters && state.writers > 0 { return nil }
@@ -265,7 +264,7 @@ final class Save: Sendable {
     }
 
     /// Throws away uncommitted changes (the owner unlinked the file, or the save failed).
-    func discard() {
+    public func discard() {
         state.withLock { state in
             state.discarded = true
             if let staged = state.staged.take() { staged.discard(in: state.directory.directory) }
@@ -273,7 +272,7 @@ final class Save: Sendable {
     }
 
     /// Throws away uncommitted changes of a failed save at its end, keeping the committed file.
-    func discardIfFailed() {
+    public func discardIfFailed() {
         state.withLock { state in
             guard state.failure != nil, state.writers == 0, let staged = state.staged.take() else { return }
             staged.discard(in: state.directory.directory)
@@ -281,7 +280,7 @@ final class Save: Sendable {
     }
 
     /// The owner renamed the file: the pending commit goes to the new name.
-    func retarget(directory: Node, name: FileName) {
+    public func retarget(directory: Node, name: FileName) {
         state.withLock { state in
             // A named temp lives beside its target: when the directory changes, it moves too.
             if state.directory !== directory, let staged = state.staged.take() {

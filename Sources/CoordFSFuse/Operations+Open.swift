@@ -1,66 +1,10 @@
 import CFuse
 import Glibc
-import Synchronization
 import CoordFSCore
 import SystemPackage
 
-/// A file opened through the mount.
-///
-/// Readers of the committed version read through `own`, the descriptor of the version that was
-/// committed when they opened. Writers (and the owner's readers while its save lasts) go
-/// through `save`. In-place writers and special files write through `own` directly.
-/// Sendable: immutable but for an atomic flag.
-final class OpenFile: KernelHandle, Sendable {
-    let node: Node
-    let own: SharedDescriptor?
-    let save: Save?
-    let isWriter: Bool
-    let appends: Bool
-    let usesPageCache: Bool
-    /// Held until release: a writer's write claim, or a strict reader's read claim.
-    let grant: ClaimGrant?
-    /// Set when an in-place handle wrote: its release is a `changed` event.
-    let wroteInPlace = Atomic<Bool>(false)
-    /// The owner, for a reader of the committed version counted among the page-cache readers.
-    let cachedReader: ClaimOwner?
-    /// Set when a reader around the page cache mapped the file and was counted among the
-    /// page-cache readers from then on (see `pageCacheSource`).
-    let joinedCachedReaders = Atomic<Bool>(false)
-    /// Who opened it: the origin of changes that land at its release.
-    let origin: ChangeOrigin
-    /// Presenters that stepped aside for this open, told to reacquire at its release.
-    let consent: PresenterConsent
-
-    init(node: Node, own: SharedDescriptor?, save: Save?, isWriter: Bool, appends: Bool, usesPageCache: Bool, grant: ClaimGrant?,
-         origin: ChangeOrigin, consent: PresenterConsent = .nobodyAsked, cachedReader: ClaimOwner? = nil) {
-        self.node = node
-        self.cachedReader = cachedReader
-        self.origin = origin
-        self.consent = consent
-        self.own = own
-        self.save = save
-        self.isWriter = isWriter
-        self.appends = appends
-        self.usesPageCache = usesPageCache
-        self.grant = grant
-    }
-
-    /// The descriptor reads go to now; hold it for the read's duration.
-    var readable: SharedDescriptor { save?.current ?? own! }
-
-    /// The attributes of the version this handle reads (see `Save.currentStatus`).
-    func readableStatus() throws(Errno) -> stat {
-        if let save { return try save.currentStatus() }
-        return try Syscall.stat(own!.raw)
-    }
-}
-
-/// The parts of a `fuse_file_info` an operation needs after the callback returned (libfuse's
-/// copy lives on the worker's stack).
-struct FileInfoCopy: @unchecked Sendable {
-    var info: fuse_file_info
-}
-
+// Open and create: whether the file is written in place or through a save, the claims and
+// presenter asks of each, and the handle the kernel gets.
 extension FileSystem {
     /// Flags for the backing open: the kernel already handled creation; O_DIRECT stays on the
     /// FUSE side (libfuse's buffers are not aligned for it); the writeback cache needs to read
@@ -72,33 +16,6 @@ extension FileSystem {
             flags &= ~O_APPEND
         }
         return flags
-    }
-
-    /// Whether a file is written in place rather than through a staged save: the policy's
-    /// patterns and size threshold, plus SQLite databases whatever their name (recognised by
-    /// their header) and their journal, WAL and shared-memory files, which SQLite maps and
-    /// locks across processes. SQLite opens a database read-write, never write-only and never
-    /// with O_TRUNC, so the header is read only for such opens: every `>` redirection and
-    /// editor save skips one open, read and close.
-    func writesInPlace(_ node: Node?, path: MountPath, flags: Int32) -> Bool {
-        let truncating = flags & O_TRUNC != 0
-        let size = truncating ? 0 : node.flatMap { try? attributes(of: $0).st_size }.map(Int64.init) ?? 0
-        if options.inPlace.isInPlace(path, size: size) { return true }
-        // O_NOATIME: looking must not count as reading (the daemon is root or the owner).
-        if !truncating, flags & O_ACCMODE == O_RDWR, let node,
-           let file = try? reopen(node, flags: O_RDONLY | Linux.O_NOATIME), Self.hasSQLiteHeader(file.raw) {
-            return true
-        }
-        // SQLite's companions: mapped and locked by every connection, whatever the database's name.
-        if let name = path.name, name.hasSuffix("-journal") || name.hasSuffix("-wal") || name.hasSuffix("-shm") { return true }
-        return false
-    }
-
-    private static func hasSQLiteHeader(_ descriptor: Int32) -> Bool {
-        var header = (UInt64(0), UInt64(0))
-        let read = withUnsafeMutableBytes(of: &header) { pread(descriptor, $0.baseAddress, 16, 0) }
-        // "SQLite format 3" and a NUL, as the file format specifies.
-        return read == 16 && withUnsafeBytes(of: &header) { Array($0) } == Array("SQLite format 3\0".utf8)
     }
 
     /// Whether an open changes the file: it writes, or it truncates.
@@ -121,7 +38,7 @@ extension FileSystem {
         }
         let nonblocking = flags & O_NONBLOCK != 0
         if opensForChange(flags) {
-            let inPlace = writesInPlace(node, path: path, flags: flags)
+            let inPlace = options.inPlace.writesInPlace(path, flags: flags, existing: node, reopen: reopen(descriptor:flags:))
             withPresentersAndClaims(request, asking: [PresenterAsk(.relinquish, path)],
                                     claims: { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, .write)] } ?? [] },
                                     nonblocking: nonblocking) { [self] grant, consent in
@@ -268,7 +185,7 @@ extension FileSystem {
         let copy = FileInfoCopy(info: file.pointee)
         let pending = PendingRequest(raw: request)
         guard let path = nodes.path(of: parent)?.appending(fileName) else { return reply(request, error: .noSuchFileOrDirectory) }
-        let inPlace = writesInPlace(nil, path: path, flags: O_TRUNC)
+        let inPlace = options.inPlace.writesInPlace(path, flags: copy.info.flags, existing: nil, reopen: reopen(descriptor:flags:))
         withPresentersAndClaims(request, asking: [PresenterAsk(.relinquish, path)],
                                 claims: { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(fileName), .write)] } ?? [] },
                                 nonblocking: copy.info.flags & O_NONBLOCK != 0) { [self] grant, consent in
@@ -371,182 +288,5 @@ extension FileSystem {
         } catch .fileExists where flags & O_EXCL == 0 {
             throw .staleNFSFileHandle
         }
-    }
-
-    // MARK: Data
-
-    func read(_ request: fuse_req_t, _ size: Int, _ offset: off_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
-        guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
-        // The kernel names the reader's files table in a read(2) that goes around the page
-        // cache, and nobody in a read that fills it (a cached handle's read, a mapping's fault).
-        let source = file.pointee.lock_owner == 0 ? pageCacheSource(for: handle) : handle.readable
-        notifier?.notePages(of: handle.node.id) // whatever the handle, the reply may fill a page (see `KernelNotifier`)
-        _ = withExtendedLifetime(source) {
-            cfuse_reply_data_from_fd(request, source.raw, size, offset, options.spliceReads ? 1 : 0)
-        }
-    }
-
-    func writeBuffer(_ request: fuse_req_t, _ buffers: UnsafeMutablePointer<fuse_bufvec>, _ offset: off_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
-        guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
-        if handle.usesPageCache { notifier?.notePages(of: handle.node.id) } // the data is in a page already
-        do throws(Errno) {
-            let dropsSetID = handle.save != nil && canChangeOwners && fuse_req_ctx(request)!.pointee.uid != 0
-            // Pages written back from a shared mapping go where they belong, as on a disk.
-            let appends = handle.appends && cfuse_fi_writepage(file) == 0
-            let written = try changeContents(of: handle) { (descriptor) throws(Errno) -> Int in
-                // Direct writes leave clearing set-id bits to the filesystem, as the kernel does
-                // for writers without CAP_FSETID; the temp carries the cleared mode to the commit.
-                if dropsSetID { try clearSetIDBits(descriptor) }
-                // A save's descriptor is shared and never O_APPEND: appends go to its end here.
-                let at = appends ? off_t(try Syscall.stat(descriptor).st_size) : offset
-                let written = cfuse_write_bufvec_to_fd(buffers, descriptor, at)
-                if written < 0 { throw Errno(rawValue: Int32(-written)) }
-                return Int(written)
-            }
-            fuse_reply_write(request, written)
-        } catch {
-            reply(request, error: error)
-        }
-    }
-
-    /// Runs a change of a handle's contents: through its save (staging it first), or on its own
-    /// descriptor for in-place files.
-    private func changeContents<R>(of handle: OpenFile, _ body: (Int32) throws(Errno) -> R) throws(Errno) -> R {
-        if let save = handle.save {
-            return try save.change(reopen: reopen(descriptor:flags:), body)
-        }
-        handle.wroteInPlace.store(true, ordering: .relaxed)
-        return try body(handle.own!.raw)
-    }
-
-    func fsync(_ request: fuse_req_t, _ dataOnly: Bool, _ file: UnsafeMutablePointer<fuse_file_info>) {
-        guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
-        do throws(Errno) {
-            let target = handle.readable
-            try withExtendedLifetime(target) { () throws(Errno) in try Syscall.synchronize(target.raw, dataOnly: dataOnly) }
-            replyOK(request)
-        } catch {
-            reply(request, error: error)
-        }
-    }
-
-    func fallocate(_ request: fuse_req_t, _ mode: Int32, _ offset: off_t, _ length: off_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
-        guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
-        do throws(Errno) {
-            if !handle.isWriter { throw .badFileDescriptor }
-            try changeContents(of: handle) { (descriptor) throws(Errno) in
-                try Syscall.allocate(descriptor, mode: mode, offset: offset, length: length)
-            }
-            replyOK(request)
-        } catch {
-            reply(request, error: error)
-        }
-    }
-
-    func copyFileRange(_ request: fuse_req_t, _ sourceOffset: off_t, _ source: UnsafeMutablePointer<fuse_file_info>,
-                       _ destinationOffset: off_t, _ destination: UnsafeMutablePointer<fuse_file_info>, _ length: Int, _ flags: Int32) {
-        guard let input = OpenFile.borrow(source), let output = OpenFile.borrow(destination) else {
-            return reply(request, error: .badFileDescriptor)
-        }
-        do throws(Errno) {
-            let from = input.readable
-            let copied = try withExtendedLifetime(from) { () throws(Errno) -> Int in
-                try changeContents(of: output) { (descriptor) throws(Errno) -> Int in
-                    try Syscall.copyRange(from: from.raw, at: sourceOffset, to: descriptor, at: destinationOffset,
-                                          length: length, flags: UInt32(bitPattern: flags))
-                }
-            }
-            fuse_reply_write(request, copied)
-        } catch {
-            reply(request, error: error)
-        }
-    }
-
-    func lseek(_ request: fuse_req_t, _ offset: off_t, _ whence: Int32, _ file: UnsafeMutablePointer<fuse_file_info>) {
-        guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
-        do throws(Errno) {
-            let target = handle.readable
-            let position = try withExtendedLifetime(target) { () throws(Errno) -> off_t in try Syscall.seek(target.raw, offset, whence: whence) }
-            fuse_reply_lseek(request, position)
-        } catch {
-            reply(request, error: error)
-        }
-    }
-
-    // MARK: Commit and release
-
-    /// close(2): a writer's save commits here, so the program's close returns once everyone
-    /// sees its work, and a failed save (ENOSPC, EIO) fails its close.
-    func flush(_ request: fuse_req_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
-        guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
-        guard let save = handle.save, handle.isWriter else { return replyOK(request) }
-        // Every close of every copy of the descriptor flushes. A child that inherited it
-        // (fork, then exec or exit) closes its copy while the owner may still be writing, so
-        // only the owner's closes commit; a save whose owner closed first commits at release.
-        guard owner(of: request) == save.owner else { return replyOK(request) }
-        do throws(Errno) {
-            let report = try commit(save, origin: origin(of: request))
-            replyOK(request)
-            withExtendedLifetime(report) {} // the replaced file goes only now, after the program's close returned
-        } catch {
-            reply(request, error: error)
-        }
-    }
-
-    /// Commits a save's changes and tells the kernel and subscribers. Returns the report, for
-    /// the caller to drop (and with it the replaced file's descriptor) once it has replied.
-    @discardableResult
-    func commit(_ save: Save, origin: ChangeOrigin, onlyWithoutWriters: Bool = false) throws(Errno) -> CommitReport? {
-        guard let report = try save.commit(durability: commitDurability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters,
-                                           reopen: reopen(descriptor:flags:)) else { return nil }
-        if report.created { activity.clearPendingName(of: save) }
-        let node = save.node
-        // With no page of the node in the kernel and no open reader that could fill one with
-        // the replaced version, there is nothing to drop: readers of the new version may use
-        // the page cache at once. (Attributes need no invalidation either: every change of a
-        // save makes the kernel's copy stale, and nothing replied during a save is cached.)
-        if let notifier, notifier.mayHoldPages(of: node.id) || activity.hasCachedReaders(node) {
-            activity.noteCommit(of: node)
-            notifier.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) }
-        }
-        publish(report.created ? .created : .changed, origin: origin, path: report.path, isDirectory: false, size: report.size)
-        return report
-    }
-
-    func release(_ request: fuse_req_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
-        if let handle = OpenFile.take(file) { releaseHandle(handle) }
-        replyOK(request)
-    }
-
-    /// Everything a handle's end entails: the save's last writer commits what is left and ends
-    /// the save; claims go only after that, so the next writer sees the commit.
-    func releaseHandle(_ handle: OpenFile) {
-        if let save = handle.save, handle.isWriter {
-            endWriter(of: save, origin: handle.origin)
-        } else if let reader = handle.cachedReader ?? (handle.joinedCachedReaders.load(ordering: .relaxed) ? .process(handle.origin.pid) : nil) {
-            if activity.closeReader(of: handle.node, owner: reader) {
-                let node = handle.node
-                notifier?.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) }
-            }
-        }
-        if handle.wroteInPlace.load(ordering: .relaxed) {
-            publish(.changed, origin: handle.origin, path: nodes.path(of: handle.node), isDirectory: false,
-                    size: (try? attributes(of: handle.node).st_size).map(Int64.init))
-        }
-        if let grant = handle.grant { claims.release(grant) }
-        reacquire(handle.consent)
-    }
-
-    /// One writer of a save is done; the last one commits what is left and ends the save.
-    /// `origin`: who opened the writer's handle, as the commit's origin.
-    func endWriter(of save: Save, origin: ChangeOrigin) {
-        guard save.removeWriter() else { return }
-        do throws(Errno) {
-            try commit(save, origin: origin, onlyWithoutWriters: true)
-        } catch {
-            logger.error("commit failed; the committed file is unchanged", metadata: ["path": "\(nodes.path(of: save.node)?.description ?? "?")", "error": "\(error)"])
-        }
-        save.discardIfFailed()
-        activity.endSave(save)
     }
 }

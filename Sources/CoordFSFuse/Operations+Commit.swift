@@ -1,0 +1,83 @@
+import CFuse
+import Glibc
+import CoordFSCore
+import SystemPackage
+
+// The end of a handle: the owner's close commits its save, the last writer's release
+// commits what is left and ends it, and claims go after that.
+extension FileSystem {
+    /// close(2): a writer's save commits here, so the program's close returns once everyone
+    /// sees its work, and a failed save (ENOSPC, EIO) fails its close.
+    func flush(_ request: fuse_req_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
+        guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
+        guard let save = handle.save, handle.isWriter else { return replyOK(request) }
+        // Every close of every copy of the descriptor flushes. A child that inherited it
+        // (fork, then exec or exit) closes its copy while the owner may still be writing, so
+        // only the owner's closes commit; a save whose owner closed first commits at release.
+        guard owner(of: request) == save.owner else { return replyOK(request) }
+        do throws(Errno) {
+            let report = try commit(save, origin: origin(of: request))
+            replyOK(request)
+            withExtendedLifetime(report) {} // the replaced file goes only now, after the program's close returned
+        } catch {
+            reply(request, error: error)
+        }
+    }
+
+    /// Commits a save's changes and tells the kernel and subscribers. Returns the report, for
+    /// the caller to drop (and with it the replaced file's descriptor) once it has replied.
+    @discardableResult
+    func commit(_ save: Save, origin: ChangeOrigin, onlyWithoutWriters: Bool = false) throws(Errno) -> CommitReport? {
+        guard let report = try save.commit(durability: commitDurability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters,
+                                           reopen: reopen(descriptor:flags:)) else { return nil }
+        if report.created { activity.clearPendingName(of: save) }
+        let node = save.node
+        // With no page of the node in the kernel and no open reader that could fill one with
+        // the replaced version, there is nothing to drop: readers of the new version may use
+        // the page cache at once. (Attributes need no invalidation either: every change of a
+        // save makes the kernel's copy stale, and nothing replied during a save is cached.)
+        if let notifier, notifier.mayHoldPages(of: node.id) || activity.hasCachedReaders(node) {
+            activity.noteCommit(of: node)
+            notifier.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) }
+        }
+        publish(report.created ? .created : .changed, origin: origin, path: report.path, isDirectory: false, size: report.size)
+        return report
+    }
+
+    func release(_ request: fuse_req_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
+        if let handle = OpenFile.take(file) { releaseHandle(handle) }
+        replyOK(request)
+    }
+
+    /// Everything a handle's end entails: the save's last writer commits what is left and ends
+    /// the save; claims go only after that, so the next writer sees the commit.
+    func releaseHandle(_ handle: OpenFile) {
+        if let save = handle.save, handle.isWriter {
+            endWriter(of: save, origin: handle.origin)
+        } else if let reader = handle.cachedReader ?? (handle.joinedCachedReaders.load(ordering: .relaxed) ? .process(handle.origin.pid) : nil) {
+            if activity.closeReader(of: handle.node, owner: reader) {
+                let node = handle.node
+                notifier?.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) }
+            }
+        }
+        if handle.wroteInPlace.load(ordering: .relaxed) {
+            publish(.changed, origin: handle.origin, path: nodes.path(of: handle.node), isDirectory: false,
+                    size: (try? attributes(of: handle.node).st_size).map(Int64.init))
+        }
+        if let grant = handle.grant { claims.release(grant) }
+        reacquire(handle.consent)
+    }
+
+    /// One writer of a save is done; the last one commits what is left and ends the save.
+    /// `origin`: who opened the writer's handle, as the commit's origin.
+    func endWriter(of save: Save, origin: ChangeOrigin) {
+        guard save.removeWriter() else { return }
+        do throws(Errno) {
+            try commit(save, origin: origin, onlyWithoutWriters: true)
+        } catch {
+            logger.error("commit failed; the committed file is unchanged", metadata: ["path": "\(nodes.path(of: save.node)?.description ?? "?")", "error": "\(error)"])
+        }
+        save.discardIfFailed()
+        activity.endSave(save)
+    }
+}

@@ -1,0 +1,106 @@
+import CFuse
+import Glibc
+import CoordFSCore
+import SystemPackage
+
+// Data on open handles: reads, writes, copies, allocation, seeks and syncs, through a
+// handle's save or straight to an in-place file.
+extension FileSystem {
+    func read(_ request: fuse_req_t, _ size: Int, _ offset: off_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
+        guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
+        // The kernel names the reader's files table in a read(2) that goes around the page
+        // cache, and nobody in a read that fills it (a cached handle's read, a mapping's fault).
+        let source = file.pointee.lock_owner == 0 ? pageCacheSource(for: handle) : handle.readable
+        notifier?.notePages(of: handle.node.id) // whatever the handle, the reply may fill a page (see `KernelNotifier`)
+        _ = withExtendedLifetime(source) {
+            cfuse_reply_data_from_fd(request, source.raw, size, offset, options.spliceReads ? 1 : 0)
+        }
+    }
+
+    func writeBuffer(_ request: fuse_req_t, _ buffers: UnsafeMutablePointer<fuse_bufvec>, _ offset: off_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
+        guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
+        if handle.usesPageCache { notifier?.notePages(of: handle.node.id) } // the data is in a page already
+        do throws(Errno) {
+            let dropsSetID = handle.save != nil && canChangeOwners && fuse_req_ctx(request)!.pointee.uid != 0
+            // Pages written back from a shared mapping go where they belong, as on a disk.
+            let appends = handle.appends && cfuse_fi_writepage(file) == 0
+            let written = try changeContents(of: handle) { (descriptor) throws(Errno) -> Int in
+                // Direct writes leave clearing set-id bits to the filesystem, as the kernel does
+                // for writers without CAP_FSETID; the temp carries the cleared mode to the commit.
+                if dropsSetID { try clearSetIDBits(descriptor) }
+                // A save's descriptor is shared and never O_APPEND: appends go to its end here.
+                let at = appends ? off_t(try Syscall.stat(descriptor).st_size) : offset
+                let written = cfuse_write_bufvec_to_fd(buffers, descriptor, at)
+                if written < 0 { throw Errno(rawValue: Int32(-written)) }
+                return Int(written)
+            }
+            fuse_reply_write(request, written)
+        } catch {
+            reply(request, error: error)
+        }
+    }
+
+    /// Runs a change of a handle's contents: through its save (staging it first), or on its own
+    /// descriptor for in-place files.
+    private func changeContents<R>(of handle: OpenFile, _ body: (Int32) throws(Errno) -> R) throws(Errno) -> R {
+        if let save = handle.save {
+            return try save.change(reopen: reopen(descriptor:flags:), body)
+        }
+        handle.wroteInPlace.store(true, ordering: .relaxed)
+        return try body(handle.own!.raw)
+    }
+
+    func fsync(_ request: fuse_req_t, _ dataOnly: Bool, _ file: UnsafeMutablePointer<fuse_file_info>) {
+        guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
+        do throws(Errno) {
+            let target = handle.readable
+            try withExtendedLifetime(target) { () throws(Errno) in try Syscall.synchronize(target.raw, dataOnly: dataOnly) }
+            replyOK(request)
+        } catch {
+            reply(request, error: error)
+        }
+    }
+
+    func fallocate(_ request: fuse_req_t, _ mode: Int32, _ offset: off_t, _ length: off_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
+        guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
+        do throws(Errno) {
+            if !handle.isWriter { throw .badFileDescriptor }
+            try changeContents(of: handle) { (descriptor) throws(Errno) in
+                try Syscall.allocate(descriptor, mode: mode, offset: offset, length: length)
+            }
+            replyOK(request)
+        } catch {
+            reply(request, error: error)
+        }
+    }
+
+    func copyFileRange(_ request: fuse_req_t, _ sourceOffset: off_t, _ source: UnsafeMutablePointer<fuse_file_info>,
+                       _ destinationOffset: off_t, _ destination: UnsafeMutablePointer<fuse_file_info>, _ length: Int, _ flags: Int32) {
+        guard let input = OpenFile.borrow(source), let output = OpenFile.borrow(destination) else {
+            return reply(request, error: .badFileDescriptor)
+        }
+        do throws(Errno) {
+            let from = input.readable
+            let copied = try withExtendedLifetime(from) { () throws(Errno) -> Int in
+                try changeContents(of: output) { (descriptor) throws(Errno) -> Int in
+                    try Syscall.copyRange(from: from.raw, at: sourceOffset, to: descriptor, at: destinationOffset,
+                                          length: length, flags: UInt32(bitPattern: flags))
+                }
+            }
+            fuse_reply_write(request, copied)
+        } catch {
+            reply(request, error: error)
+        }
+    }
+
+    func lseek(_ request: fuse_req_t, _ offset: off_t, _ whence: Int32, _ file: UnsafeMutablePointer<fuse_file_info>) {
+        guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
+        do throws(Errno) {
+            let target = handle.readable
+            let position = try withExtendedLifetime(target) { () throws(Errno) -> off_t in try Syscall.seek(target.raw, offset, whence: whence) }
+            fuse_reply_lseek(request, position)
+        } catch {
+            reply(request, error: error)
+        }
+    }
+}
