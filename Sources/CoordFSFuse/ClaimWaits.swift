@@ -113,10 +113,13 @@ extension FileSystem {
     /// does. An empty claim list runs `body` with nil at once.
     ///
     /// `claimsNow` derives the claims afresh from the nodes: after a wait, a rename granted
-    /// ahead of this request may have moved them, and then the request asks again.
-    func withClaims(_ request: fuse_req_t, _ claimsNow: @escaping @Sendable () -> [ClaimRequest], nonblocking: Bool = false,
-                    whenRefused: (@Sendable () -> Void)? = nil, _ body: @escaping @Sendable (ClaimGrant?) -> Void) {
-        let claims = claimsNow()
+    /// ahead of this request may have moved them, and then the request asks again. `resolved`
+    /// are the claims as the caller derived them just now, nothing having waited since (so
+    /// the common case walks the node table once); nil derives them here.
+    func withClaims(_ request: fuse_req_t, resolved: [ClaimRequest]? = nil, _ claimsNow: @escaping @Sendable () -> [ClaimRequest],
+                    nonblocking: Bool = false, whenRefused: (@Sendable () -> Void)? = nil,
+                    _ body: @escaping @Sendable (ClaimGrant?) -> Void) {
+        let claims = resolved ?? claimsNow()
         if claims.isEmpty { return body(nil) }
         let owner = owner(of: request)
         // Read from /proc here, never under the claim table's lock, and only while some

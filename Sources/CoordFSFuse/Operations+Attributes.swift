@@ -115,15 +115,14 @@ extension FileSystem {
         do throws(Errno) { node = try self.node(id) } catch { return reply(request, error: error) }
         let handle = file.flatMap { OpenFile.borrow($0) }
         let wanted = StatCopy(value: wanted.pointee)
-        let path = nodes.path(of: node)
+        let item = NamedPath(node, in: nodes)
+        let path = item.resolved
         let pending = PendingRequest(raw: request)
-        // A writer changing its own file (the truncate of an O_TRUNC open, ftruncate) asked the
-        // presenters when it opened; asking again would make it wait for a silent one twice.
-        let asks = { [self] () -> [PresenterAsk] in
-            if handle?.isWriter == true || activity.save(of: node)?.owner == owner(of: request) { return [] }
-            return [PresenterAsk(.relinquish, path)]
-        }
-        coordinated(request, asking: asks(), claims: { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, .write)] } ?? [] }) { [self] in
+        // A writer changing its own file: the truncate of an O_TRUNC open, ftruncate.
+        let facts = AskFacts(callerWritesItem: { [self] in
+            handle?.isWriter == true || activity.save(of: node)?.owner == owner(of: request)
+        })
+        coordinated(request, .changeAttributes, .item(item), facts: facts) { [self] in
             do throws(Errno) {
                 let origin = origin(of: pending.raw)
                 var save = handle?.save

@@ -112,13 +112,14 @@ extension FileSystem {
         }
     }
 
-    /// Runs an xattr change under a write claim on the node's path, then reports it.
+    /// Runs an xattr change coordinated as the operation table says, then reports it.
     private func changeExtendedAttributes(_ request: fuse_req_t, _ id: fuse_ino_t, _ change: @escaping @Sendable (Node, ClaimOwner) throws(Errno) -> Void) {
         let node: Node
         do throws(Errno) { node = try self.node(id) } catch { return reply(request, error: error) }
-        let path = nodes.path(of: node)
+        let item = NamedPath(node, in: nodes)
+        let path = item.resolved
         let pending = PendingRequest(raw: request)
-        coordinated(request, asking: [PresenterAsk(.relinquish, path)], claims: { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, .write)] } ?? [] }) { [self] in
+        coordinated(request, .changeExtendedAttributes, .item(item)) { [self] in
             do throws(Errno) {
                 try change(node, owner(of: pending.raw))
                 publish(.attributes, origin: origin(of: pending.raw), path: path, isDirectory: node.isDirectory, size: nil)

@@ -11,15 +11,13 @@ extension FileSystem {
     /// hands it to the caller, and replies with its entry.
     private func replyWithNewEntry(_ request: fuse_req_t, _ parentID: fuse_ino_t, _ name: UnsafePointer<CChar>, mode: mode_t,
                                    givenToCaller: Bool = true, _ make: @escaping @Sendable (_ parent: Node, _ name: FileName) throws(Errno) -> Void) {
-        let parent: Node
-        do throws(Errno) {
-            parent = try node(parentID)
-            try refuseReservedName(parent, name)
-        } catch { return reply(request, error: error) }
-        let fileName = FileName(cString: name)
-        let path = nodes.path(of: parent)?.appending(fileName)
+        let entry: DirectoryEntry
+        do throws(Errno) { entry = try newEntry(parentID, name) } catch { return reply(request, error: error) }
+        let (parent, fileName) = (entry.directory, entry.name)
+        let item = NamedPath(entry, in: nodes)
+        let path = item.resolved
         let pending = PendingRequest(raw: request)
-        coordinated(request, asking: [PresenterAsk(.relinquish, path)], claims: { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(fileName), .write)] } ?? [] }) { [self] in
+        coordinated(request, .makeName, .item(item)) { [self] in
             do throws(Errno) {
                 if activity.pendingSave(PendingName(directory: parent.id, name: fileName)) != nil { throw .fileExists }
                 try make(parent, fileName)
@@ -74,15 +72,13 @@ extension FileSystem {
     }
 
     func unlink(_ request: fuse_req_t, _ parentID: fuse_ino_t, _ name: UnsafePointer<CChar>, flags: Int32) {
-        let parent: Node
-        do throws(Errno) {
-            parent = try node(parentID)
-            if StagingName.isReserved(name: name, inRoot: parent.id == NodeTable.rootID) { throw .noSuchFileOrDirectory }
-        } catch { return reply(request, error: error) }
-        let fileName = FileName(cString: name)
-        let path = nodes.path(of: parent)?.appending(fileName)
+        let entry: DirectoryEntry
+        do throws(Errno) { entry = try existingEntry(parentID, name) } catch { return reply(request, error: error) }
+        let (parent, fileName) = (entry.directory, entry.name)
+        let item = NamedPath(entry, in: nodes)
+        let path = item.resolved
         let pending = PendingRequest(raw: request)
-        coordinated(request, asking: [PresenterAsk(.accommodateDeletion, path), PresenterAsk(.relinquish, path)], claims: { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(fileName), .write)] } ?? [] }) { [self] in
+        coordinated(request, .remove, .item(item)) { [self] in
             do throws(Errno) {
                 let origin = origin(of: pending.raw)
                 var removedPending = false
@@ -113,23 +109,20 @@ extension FileSystem {
 
     func rename(_ request: fuse_req_t, _ parentID: fuse_ino_t, _ name: UnsafePointer<CChar>,
                 _ newParentID: fuse_ino_t, _ newName: UnsafePointer<CChar>, _ flags: UInt32) {
-        let source: Node
-        let destination: Node
+        let from: DirectoryEntry
+        let to: DirectoryEntry
         do throws(Errno) {
-            source = try node(parentID)
-            destination = try node(newParentID)
-            if StagingName.isReserved(name: name, inRoot: source.id == NodeTable.rootID) { throw .noSuchFileOrDirectory }
-            try refuseReservedName(destination, newName)
+            from = try existingEntry(parentID, name)
+            to = try newEntry(newParentID, newName)
         } catch { return reply(request, error: error) }
-        let sourceName = FileName(cString: name)
-        let destinationName = FileName(cString: newName)
-        let sourcePath = nodes.path(of: source)?.appending(sourceName)
-        let destinationPath = nodes.path(of: destination)?.appending(destinationName)
+        let (source, sourceName, destination, destinationName) = (from.directory, from.name, to.directory, to.name)
+        let moving = NamedPath(from, in: nodes)
+        let replaced = NamedPath(to, in: nodes)
+        let (sourcePath, destinationPath) = (moving.resolved, replaced.resolved)
         let pending = PendingRequest(raw: request)
-        coordinated(request, asking: renameAsks(destination, destinationName, at: destinationPath, from: sourcePath, flags: flags), claims: { [nodes] in
-            [nodes.path(of: source)?.appending(sourceName), nodes.path(of: destination)?.appending(destinationName)]
-                .compactMap { $0.map { ClaimRequest($0, .write) } }
-        }) { [self] in
+        // Only a plain rename replaces what it lands on: an exchange swaps, RENAME_NOREPLACE fails.
+        let facts = AskFacts(destinationIsReplaced: { flags & (Linux.RENAME_EXCHANGE | Linux.RENAME_NOREPLACE) == 0 && replaced.exists() })
+        coordinated(request, .rename, .rename(from: moving, to: replaced), facts: facts) { [self] in
             do throws(Errno) {
                 let origin = origin(of: pending.raw)
                 if let save = activity.pendingSave(PendingName(directory: source.id, name: sourceName)),
@@ -200,19 +193,6 @@ extension FileSystem {
     /// temps are unnamed): it is neither removed nor replaced.
     private func refuseIfHoldingPendingFiles(_ directory: Node) throws(Errno) {
         if directory.isDirectory && activity.hasPendingNames(in: directory.id) { throw .directoryNotEmpty }
-    }
-
-    /// What a rename asks: both sides step aside; a destination it would replace must be
-    /// accommodated as a deletion first (an exchange deletes nothing).
-    private func renameAsks(_ directory: Node, _ name: FileName, at destination: MountPath?, from source: MountPath?, flags: UInt32) -> [PresenterAsk] {
-        var asks: [PresenterAsk] = []
-        if flags & (Linux.RENAME_EXCHANGE | Linux.RENAME_NOREPLACE) == 0, presenters.hasPresenters(answering: .accommodateDeletion),
-           (try? Syscall.stat(at: directory.directory, name)) != nil {
-            asks.append(PresenterAsk(.accommodateDeletion, destination))
-        }
-        asks.append(PresenterAsk(.relinquish, source))
-        if destination != source { asks.append(PresenterAsk(.relinquish, destination)) }
-        return asks
     }
 
     /// The owner renames a file it created and has not closed: nothing exists in the backing

@@ -31,7 +31,8 @@ extension FileSystem {
         let flags = file.pointee.flags
         let copy = FileInfoCopy(info: file.pointee)
         let pending = PendingRequest(raw: request)
-        guard node.isRegularFile, let path = nodes.path(of: node) else {
+        let item = node.isRegularFile ? NamedPath(node, in: nodes) : nil
+        guard let item, let path = item.resolved else {
             // Special files, and files reachable only through an open descriptor: no one else can
             // name them, so there is nothing to coordinate.
             return openInPlace(pending, node, copy, grant: nil, consent: .nobodyAsked)
@@ -39,25 +40,18 @@ extension FileSystem {
         let nonblocking = flags & O_NONBLOCK != 0
         if opensForChange(flags) {
             let inPlace = options.inPlace.writesInPlace(path, flags: flags, existing: node, reopen: reopen(descriptor:flags:))
-            withPresentersAndClaims(request, asking: [PresenterAsk(.relinquish, path)],
-                                    claims: { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, .write)] } ?? [] },
-                                    nonblocking: nonblocking) { [self] grant, consent in
+            coordinatedOpen(request, .openForWriting, item, inPlace: inPlace, nonblocking: nonblocking) { [self] grant, consent in
+                // In-place files took their claim for the open only (grant is nil), as for each operation.
                 if inPlace {
-                    // In-place files take their claim for the open only, as for each operation.
-                    if let grant { claims.release(grant) }
                     openInPlace(pending, node, copy, grant: nil, consent: consent)
                 } else {
                     openForSave(pending, node, copy, grant: grant, consent: consent)
                 }
             }
         } else {
-            let mode: ClaimMode = options.strictReads ? .read : .snapshotRead
-            withPresentersAndClaims(request, asking: [PresenterAsk(.save, path)],
-                                    claims: { [nodes] in nodes.path(of: node).map { [ClaimRequest($0, mode)] } ?? [] },
-                                    nonblocking: nonblocking) { [self] grant, _ in
-                var held = grant
-                if !options.strictReads, let grant { claims.release(grant); held = nil }
-                openForReading(pending, node, copy, grant: held)
+            // The grant is nil unless reads are strict: a snapshot read claims for the open only.
+            coordinatedOpen(request, .openForReading, item, nonblocking: nonblocking) { [self] grant, _ in
+                openForReading(pending, node, copy, grant: grant)
             }
         }
     }
@@ -176,21 +170,16 @@ extension FileSystem {
     // MARK: create
 
     func create(_ request: fuse_req_t, _ parentID: fuse_ino_t, _ name: UnsafePointer<CChar>, _ mode: mode_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
-        let parent: Node
-        do throws(Errno) {
-            parent = try node(parentID)
-            try refuseReservedName(parent, name)
-        } catch { return reply(request, error: error) }
-        let fileName = FileName(cString: name)
+        let entry: DirectoryEntry
+        do throws(Errno) { entry = try newEntry(parentID, name) } catch { return reply(request, error: error) }
+        let (parent, fileName) = (entry.directory, entry.name)
         let copy = FileInfoCopy(info: file.pointee)
         let pending = PendingRequest(raw: request)
-        guard let path = nodes.path(of: parent)?.appending(fileName) else { return reply(request, error: .noSuchFileOrDirectory) }
+        let item = NamedPath(entry, in: nodes)
+        guard let path = item.resolved else { return reply(request, error: .noSuchFileOrDirectory) }
         let inPlace = options.inPlace.writesInPlace(path, flags: copy.info.flags, existing: nil, reopen: reopen(descriptor:flags:))
-        withPresentersAndClaims(request, asking: [PresenterAsk(.relinquish, path)],
-                                claims: { [nodes] in nodes.path(of: parent).map { [ClaimRequest($0.appending(fileName), .write)] } ?? [] },
-                                nonblocking: copy.info.flags & O_NONBLOCK != 0) { [self] grant, consent in
+        coordinatedOpen(request, .openForWriting, item, inPlace: inPlace, nonblocking: copy.info.flags & O_NONBLOCK != 0) { [self] grant, consent in
             if inPlace {
-                if let grant { claims.release(grant) }
                 createInPlace(pending, parent, fileName, mode, copy, consent: consent)
             } else {
                 createStaged(pending, parent, fileName, mode, copy, grant: grant, consent: consent)

@@ -18,6 +18,8 @@ struct PresenterAsk {
 /// told `reacquire` once the access is over, which for a write open is its last release.
 struct PresenterConsent: Sendable {
     fileprivate(set) var relinquished: [PresenterVerdict] = []
+    /// Whether the access waited for an answer: paths it resolved before may have moved since.
+    fileprivate(set) var waited = false
 
     static let nobodyAsked = PresenterConsent()
 }
@@ -53,6 +55,7 @@ extension FileSystem {
             let asked = presenters.ask(next.kind, path: next.path!, requester: requester, timeout: options.presenterTimeout) { [self] verdict in
                 report(verdict)
                 var agreed = consent
+                agreed.waited = true
                 if verdict.kind == .relinquish { agreed.relinquished.append(verdict) }
                 guard wait.claimAnswer() else { return reacquire(agreed) }
                 wait.unregister()
@@ -94,17 +97,20 @@ extension FileSystem {
 
 extension FileSystem {
     /// Asks the presenters, then takes the claims, and runs `body` with both: what every
-    /// coordinated operation does before it acts. `body` replies, and owns the grant and the
-    /// consent from then on. When the claims cannot be had (timeout, interrupt, O_NONBLOCK),
-    /// the presenters that stepped aside are told to reacquire at once.
+    /// coordinated operation does before it acts (`coordinated` and `coordinatedOpen` derive
+    /// both from the operation table). `body` replies, and owns the grant and the consent from
+    /// then on. When the claims cannot be had (timeout, interrupt, O_NONBLOCK), the presenters
+    /// that stepped aside are told to reacquire at once.
     func withPresentersAndClaims(_ request: fuse_req_t, asking asks: @autoclosure () -> [PresenterAsk],
-                                 claims claimsNow: @escaping @Sendable () -> [ClaimRequest], nonblocking: Bool = false,
+                                 claims requests: OperationClaimRequests, nonblocking: Bool = false,
                                  _ body: @escaping @Sendable (ClaimGrant?, PresenterConsent) -> Void) {
         let pending = PendingRequest(raw: request)
         consultPresenters(request, asks()) { [self] (consent: PresenterConsent) in
             var giveBack: (@Sendable () -> Void)? = nil
             if !consent.relinquished.isEmpty { giveBack = { [self] in reacquire(consent) } }
-            withClaims(pending.raw, claimsNow, nonblocking: nonblocking, whenRefused: giveBack) { (grant: ClaimGrant?) in
+            // The paths resolved before still hold unless the presenters made the access wait.
+            withClaims(pending.raw, resolved: consent.waited ? nil : requests.resolved, requests.now, nonblocking: nonblocking,
+                       whenRefused: giveBack) { (grant: ClaimGrant?) in
                 body(grant, consent)
             }
         }
@@ -114,8 +120,8 @@ extension FileSystem {
     /// the presenters, take the claims, run `body` (which replies), then release the claims
     /// and tell the presenters that stepped aside.
     func coordinated(_ request: fuse_req_t, asking asks: @autoclosure () -> [PresenterAsk],
-                     claims claimsNow: @escaping @Sendable () -> [ClaimRequest], _ body: @escaping @Sendable () -> Void) {
-        withPresentersAndClaims(request, asking: asks(), claims: claimsNow) { [self] (grant: ClaimGrant?, consent: PresenterConsent) in
+                     claims requests: OperationClaimRequests, _ body: @escaping @Sendable () -> Void) {
+        withPresentersAndClaims(request, asking: asks(), claims: requests) { [self] (grant: ClaimGrant?, consent: PresenterConsent) in
             body()
             if let grant { claims.release(grant) }
             reacquire(consent)

@@ -223,6 +223,30 @@ import Testing
         }
     }
 
+    /// A rename onto a presented file asks `accommodate-deletion` first, and a refusal stops it
+    /// with EBUSY; RENAME_NOREPLACE and RENAME_EXCHANGE replace nothing, so they ask nothing.
+    @Test func aRenameAsksBeforeItReplacesAPresentedFile() throws {
+        try withMount { scratch in
+            try "presented\n".write(toFile: scratch.mountpoint + "/f", atomically: false, encoding: .utf8)
+            try "other\n".write(toFile: scratch.mountpoint + "/g", atomically: false, encoding: .utf8)
+            let presenter = try Self.startPresenter(in: scratch, of: "f", answering: "accommodate-deletion", behaviour: "refuse")
+            defer { presenter.stop() }
+            let output = try CoordinationTests.python(#"""
+                import ctypes, errno, os
+                libc = ctypes.CDLL(None, use_errno=True)
+                def rename(flags):
+                    if libc.renameat2(-100, b'g', -100, b'f', flags) == 0: return 'ok'
+                    return errno.errorcode[ctypes.get_errno()]
+                print(os.getpid(), 'plain', rename(0), 'noreplace', rename(1), 'exchange', rename(2))
+                print(open('f').read().strip(), open('g').read().strip())
+                """#, in: scratch.mountpoint)
+            let lines = output.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+            #expect(lines.first.map { Array($0.dropFirst()) } == ["plain", "EBUSY", "noreplace", "EEXIST", "exchange", "ok"], "\(output)")
+            #expect(lines.count == 2 && lines.last == ["other", "presented"], "\(output)")
+            #expect(presenter.asks == ["ask accommodate-deletion /f \(lines.first?.first ?? "?")"], "\(presenter.output)")
+        }
+    }
+
     // MARK: Subscribers
 
     /// A subscriber that stops reading never slows writers: 10,000 saves it is subscribed to
