@@ -60,9 +60,9 @@ public final class ControlServer: Sendable {
     ///   - mode: the socket file's permissions: 0600 lets only the mounting user connect;
     ///     0666 lets everyone connect (each is still shown only what its uid could read).
     ///   - access: decides what each client's user may read (`BackingPathAccess` on the backing root).
-    public static func start<Claims: ClaimService>(socketPath: String, mode: mode_t = 0o600, hub: EventHub,
-                                                   presenters: PresenterRegistry, claims: Claims, access: any PathAccess,
-                                                   logger: Logger, options: Options = Options()) throws(ControlSocketError) -> ControlServer {
+    public static func start(socketPath: String, mode: mode_t = 0o600, hub: EventHub, presenters: PresenterRegistry,
+                             claims: ClaimTable, access: any PathAccess, logger: Logger,
+                             options: Options = Options()) throws(ControlSocketError) -> ControlServer {
         try ControlSocket.prepareDirectory(of: socketPath, shared: mode & 0o077 != 0)
         try ControlSocket.removeStale(socketPath, waitingUpTo: options.previousServerGrace)
         let (descriptor, identity) = try ControlSocket.bind(socketPath, mode: mode)
@@ -167,11 +167,15 @@ final class ReadyList: Sendable {
 ///
 /// Sendable: the `let`s are Sendable or only used on the loop (`decoder`); every `var` is
 /// read and written only on `eventLoop` (closures from other threads hop onto it first).
-final class ServerContext<Claims: ClaimService>: @unchecked Sendable {
+final class ServerContext: @unchecked Sendable {
     let eventLoop: any EventLoop
     let hub: EventHub
     let presenters: PresenterRegistry
-    let claims: Claims
+    /// Explicit claims go straight into the table the FUSE operations use, with no seam of
+    /// the server's own: claims across hosts (issue 22) will sit beneath this table, serving
+    /// the FUSE operations and the socket alike, so a second implementation would be of the
+    /// table's grant path, not of this server's use of it.
+    let claims: ClaimTable
     let access: any PathAccess
     let logger: Logger
     let options: ControlServer.Options
@@ -181,7 +185,7 @@ final class ServerContext<Claims: ClaimService>: @unchecked Sendable {
     let ready: ReadyList
 
     // Loop-confined.
-    var sessions: [UInt64: Session<Claims>] = [:]
+    var sessions: [UInt64: Session] = [:]
     var presenterSessions: [UInt64: UInt64] = [:]
     private var nextSessionID: UInt64 = 1
     private var nextSubscriptionID: UInt64 = 1
@@ -189,7 +193,7 @@ final class ServerContext<Claims: ClaimService>: @unchecked Sendable {
     /// Encoded events by sequence number: every subscriber of an event shares one encoding.
     private var eventLines = [(sequence: UInt64, json: [UInt8])](repeating: (0, []), count: 1024)
 
-    init(eventLoop: any EventLoop, hub: EventHub, presenters: PresenterRegistry, claims: Claims, access: any PathAccess,
+    init(eventLoop: any EventLoop, hub: EventHub, presenters: PresenterRegistry, claims: ClaimTable, access: any PathAccess,
          logger: Logger, options: ControlServer.Options, socketPath: String) {
         self.eventLoop = eventLoop
         self.hub = hub
@@ -258,7 +262,7 @@ final class ServerContext<Claims: ClaimService>: @unchecked Sendable {
 
     // MARK: Status
 
-    func status(for viewer: Session<Claims>) -> StatusReport {
+    func status(for viewer: Session) -> StatusReport {
         let now = ContinuousClock.now
         let gate = viewer.gate
         let visible: (MountPath) -> Bool = { gate.mayLearnAbout($0) }
@@ -286,11 +290,10 @@ final class ServerContext<Claims: ClaimService>: @unchecked Sendable {
             StatusReport.PresenterRequest(request: $0.id, kind: AskKind($0.kind), path: $0.path.filePath,
                                           requester: $0.requester, awaiting: $0.awaiting, waiting: $0.waiting.seconds)
         }
-        let table = claims.claimStatus()
-        let held = table.held.filter { visible($0.path) }.map { ClaimHolderRecord($0, now: now) }
-        let waiting = table.waiting.filter { $0.paths.allSatisfy(visible) }.map {
-            StatusReport.ClaimWaiter(paths: $0.paths.map(\.filePath), mode: ClaimModeName($0.mode),
-                                     owner: ClaimOwnerRecord($0.owner), waiting: (now - $0.since).seconds)
+        let table = claims.snapshot()
+        let held = table.holders.filter { visible($0.path) }.map { ClaimHolderRecord($0, now: now) }
+        let waiting = table.waiters.filter { $0.requests.allSatisfy { visible($0.path) } }.map {
+            StatusReport.ClaimWaiter($0, now: now)
         }
         return StatusReport(
             server: .init(name: options.serverName, version: ProtocolVersion.current, socket: socketPath,
@@ -306,13 +309,13 @@ final class ServerContext<Claims: ClaimService>: @unchecked Sendable {
 }
 
 /// The NIO side of a connection: bytes in, lines out to the session; back-pressure both ways.
-final class ConnectionHandler<Claims: ClaimService>: ChannelInboundHandler {
+final class ConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
-    private let session: Session<Claims>
+    private let session: Session
     private var framer: LineFramer
 
-    init(session: Session<Claims>, maxLineBytes: Int) {
+    init(session: Session, maxLineBytes: Int) {
         self.session = session
         self.framer = LineFramer(maxLineBytes: maxLineBytes)
     }
