@@ -4,19 +4,6 @@ import SystemPackage
 import Logging
 import NIOCore
 
-/// Who is on the other end of a connection, as the kernel reported it (SO_PEERCRED).
-public struct PeerCredentials: Sendable, Hashable {
-    public var pid: Int32
-    public var uid: UInt32
-    public var gid: UInt32
-
-    public init(pid: Int32, uid: UInt32, gid: UInt32) {
-        self.pid = pid
-        self.uid = uid
-        self.gid = gid
-    }
-}
-
 /// One connection: what it subscribed to, presents and holds, and how it answers each line.
 ///
 /// Loop-confined: created, used and closed on the server's event loop only. Other threads
