@@ -63,9 +63,10 @@ public final class ControlServer: Sendable {
     public static func start(socketPath: String, mode: mode_t = 0o600, hub: EventHub, presenters: PresenterRegistry,
                              claims: ClaimTable, access: any PathAccess, logger: Logger,
                              options: Options = Options()) throws(ControlSocketError) -> ControlServer {
+        let address = try ControlSocket.address(socketPath)
         try ControlSocket.prepareDirectory(of: socketPath, shared: mode & 0o077 != 0)
-        try ControlSocket.removeStale(socketPath, waitingUpTo: options.previousServerGrace)
-        let (descriptor, identity) = try ControlSocket.bind(socketPath, mode: mode)
+        try ControlSocket.removeStale(socketPath, at: address, waitingUpTo: options.previousServerGrace)
+        let (descriptor, identity) = try ControlSocket.bind(socketPath, at: address, mode: mode)
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let eventLoop = group.next()

@@ -256,5 +256,12 @@ func failure<T>(_ body: () async throws -> T) async -> CoordFSError? {
         #expect(throws: CoordFSError.self) { try ControlLocation.locate(FilePath(directory + "/nope/deeper")) }
         #expect(shell("setfattr -n user.coordfs.control -v 'garbage' \(directory)/sub") == 0)
         #expect(throws: CoordFSError.self) { try ControlLocation.locate(FilePath(directory + "/sub")) }
+        // A failure that says nothing about the mount is told with its errno.
+        #expect(shell("ln -s loop \(directory)/loop") == 0)
+        guard case .cannotLocate(_, let error)? = await failure({ try ControlLocation.locate(FilePath(directory + "/loop")) }) else {
+            Issue.record("a symbolic link loop was not a failure to locate")
+            return
+        }
+        #expect(error == .tooManySymbolicLinkLevels)
     }
 }
