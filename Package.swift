@@ -11,6 +11,7 @@ let logging = Target.Dependency.product(name: "Logging", package: "swift-log")
 let systemPackage = Target.Dependency.product(name: "SystemPackage", package: "swift-system")
 let nioCore = Target.Dependency.product(name: "NIOCore", package: "swift-nio")
 let nioPosix = Target.Dependency.product(name: "NIOPosix", package: "swift-nio")
+let deque = Target.Dependency.product(name: "DequeModule", package: "swift-collections")
 
 let package = Package(
     name: "coordfs",
@@ -24,6 +25,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
     ],
     targets: [
         // The libfuse shim: FUSE_USE_VERSION, static inline wrappers, and the INIT patch that
@@ -37,7 +39,7 @@ let package = Package(
         // The domain: paths, the node table, typed system calls on the backing. No libfuse.
         .target(
             name: "CoordFSCore",
-            dependencies: ["CSystemCalls", systemPackage, logging],
+            dependencies: ["CSystemCalls", systemPackage, logging, deque],
             swiftSettings: swiftSettings
         ),
         // The only module that touches libfuse (and the protocol module for the value of the
@@ -64,7 +66,7 @@ let package = Package(
         // (CSystemCalls only for getxattr, which Swift's Glibc module hides).
         .target(
             name: "CoordFSClient",
-            dependencies: ["CoordFSProtocol", "CSystemCalls", systemPackage, nioCore, nioPosix],
+            dependencies: ["CoordFSProtocol", "CSystemCalls", systemPackage, nioCore, nioPosix, deque],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

@@ -92,26 +92,29 @@ public final class CoordFSConnection: Sendable {
 
     /// A connected, close-on-exec socket.
     private static func openSocket(_ path: String) throws(CoordFSError) -> Int32 {
-        var address = sockaddr_un()
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard path.utf8.count < capacity else { throw .cannotConnect(socket: path, reason: "the path is too long for a socket") }
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
-            for (index, byte) in path.utf8.enumerated() { buffer[index] = byte }
+        let address: SocketAddress
+        do {
+            address = try SocketAddress(unixDomainSocketPath: path)
+        } catch {
+            throw .cannotConnect(socket: path, reason: "the path is too long for a socket (at most \(ProtocolLimits.maxSocketPathBytes) bytes)")
         }
-        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { throw .cannotConnect(socket: path, reason: String(cString: strerror(errno))) }
-        var result: Int32
-        repeat {
-            result = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-            }
-        } while result != 0 && errno == EINTR
-        guard result == 0 else {
-            let error = errno
-            Glibc.close(descriptor)
-            let reason = error == ECONNREFUSED ? "nobody listens there (is the mount still running?)" : String(cString: strerror(error))
+        do {
+            return try connectedSocket(to: address)
+        } catch {
+            let reason = error == .connectionRefused ? "nobody listens there (is the mount still running?)" : error.description
             throw .cannotConnect(socket: path, reason: reason)
+        }
+    }
+
+    private static func connectedSocket(to address: SocketAddress) throws(Errno) -> Int32 {
+        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { throw Errno(rawValue: errno) }
+        while address.withSockAddr({ Glibc.connect(descriptor, $0, socklen_t($1)) }) != 0 {
+            let error = Errno(rawValue: errno)
+            guard error == .interrupted else {
+                Glibc.close(descriptor)
+                throw error
+            }
         }
         return descriptor
     }

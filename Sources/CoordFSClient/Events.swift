@@ -1,3 +1,4 @@
+import DequeModule
 import Synchronization
 import SystemPackage
 
@@ -77,25 +78,11 @@ public struct EventStream: AsyncSequence, Sendable {
 /// Sendable: all state is behind `state`'s lock; the waiting consumer is resumed outside it.
 final class SubscriptionSink: Sendable {
     private struct State {
-        var buffer: [SubscriptionMessage] = []
-        var head = 0
+        var buffer = Deque<SubscriptionMessage>()
         var overflow: SubscriptionMessage.Overflow?
         var waiter: CheckedContinuation<SubscriptionMessage?, any Error>?
         var finished = false
         var failure: (any Error)?
-
-        var count: Int { buffer.count - head }
-
-        mutating func popFirst() -> SubscriptionMessage? {
-            guard head < buffer.count else { return nil }
-            let message = buffer[head]
-            head += 1
-            if head == buffer.count {
-                buffer.removeAll(keepingCapacity: true)
-                head = 0
-            }
-            return message
-        }
     }
 
     private let capacity: Int
@@ -125,7 +112,7 @@ final class SubscriptionSink: Sendable {
                 let more = Self.range(of: message)
                 state.overflow = .init(dropped: overflow.dropped + more.dropped, first: min(overflow.first, more.first),
                                        last: max(overflow.last, more.last))
-            } else if state.count >= capacity {
+            } else if state.buffer.count >= capacity {
                 state.overflow = Self.range(of: message)
             } else {
                 state.buffer.append(message)
@@ -139,7 +126,7 @@ final class SubscriptionSink: Sendable {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<SubscriptionMessage?, any Error>) in
                 let result: Result<SubscriptionMessage?, any Error>? = state.withLock { state in
-                    if let message = state.popFirst() { return .success(message) }
+                    if let message = state.buffer.popFirst() { return .success(message) }
                     if let overflow = state.overflow {
                         state.overflow = nil
                         return .success(.overflow(overflow))

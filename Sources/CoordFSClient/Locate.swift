@@ -18,39 +18,40 @@ extension ControlLocation {
         switch read(path) {
         case .success(let location):
             return location
-        case .failure(let error) where error.code == ENOENT || error.code == EACCES:
+        case .failure(let error) where error == .noSuchFileOrDirectory || error == .permissionDenied:
             guard let name = path.lastComponent, name.kind == .regular else {
-                throw error.code == ENOENT ? .notInMount(path: path, reason: "it does not exist") : failure(path, error.code)
+                throw error == .noSuchFileOrDirectory ? .notInMount(path: path, reason: "it does not exist") : failure(path, error)
             }
             let directory = path.removingLastComponent()
             switch read(directory.isEmpty ? "." : directory) {
             case .success(var location):
                 location.path.append(name)
                 return location
-            case .failure(let inner) where inner.code == ENOENT && error.code == ENOENT:
+            case .failure(let inner) where inner == .noSuchFileOrDirectory && error == .noSuchFileOrDirectory:
                 throw .notInMount(path: path, reason: "neither it nor its directory exists")
             case .failure(let inner):
                 // A directory outside the mount says nothing about a path this user may not read.
-                throw failure(path, error.code == EACCES ? EACCES : inner.code)
+                throw failure(path, error == .permissionDenied ? error : inner)
             }
         case .failure(let error):
-            throw failure(path, error.code)
+            throw failure(path, error)
         }
     }
 
-    private static func failure(_ path: FilePath, _ error: Int32) -> CoordFSError {
+    private static func failure(_ path: FilePath, _ error: Errno) -> CoordFSError {
         switch error {
-        case ENODATA, ENOTSUP, EOPNOTSUPP:
+        case .noData, .notSupported, .notSupportedOnSocket:
             return .notInMount(path: path, reason: "it has no \(attributeName) attribute")
-        case EINVAL:
+        case .invalidArgument:
             return .notInMount(path: path, reason: "its \(attributeName) attribute is not a coordfs location")
         default:
-            return .cannotLocate(path: path, reason: String(cString: strerror(error)))
+            return .cannotLocate(path: path, error: error)
         }
     }
 
-    /// The attribute of `path` (following symbolic links), decoded; errno on failure.
-    private static func read(_ path: FilePath) -> Result<ControlLocation, SystemError> {
+    /// The attribute of `path` (following symbolic links), decoded. A value that is not a
+    /// location fails as `EINVAL`.
+    private static func read(_ path: FilePath) -> Result<ControlLocation, Errno> {
         // A path may be up to PATH_MAX long, so the value may be longer than a first guess.
         var buffer = [UInt8](repeating: 0, count: 1024)
         var count = path.withPlatformString { path in
@@ -58,22 +59,17 @@ extension ControlLocation {
         }
         if count < 0 && errno == ERANGE {
             let size = path.withPlatformString { csys_getxattr($0, attributeName, nil, 0, 1) }
-            guard size >= 0 else { return .failure(SystemError(code: errno)) }
+            guard size >= 0 else { return .failure(Errno(rawValue: errno)) }
             buffer = [UInt8](repeating: 0, count: size + 1)
             count = path.withPlatformString { path in
                 buffer.withUnsafeMutableBytes { csys_getxattr(path, attributeName, $0.baseAddress, $0.count, 1) }
             }
         }
-        guard count >= 0 else { return .failure(SystemError(code: errno)) }
+        guard count >= 0 else { return .failure(Errno(rawValue: errno)) }
         guard let location = try? JSONDecoder().decode(ControlLocation.self, from: Data(buffer[0..<count])),
               location.socket.hasPrefix("/"), location.path.isAbsolute else {
-            return .failure(SystemError(code: EINVAL))
+            return .failure(.invalidArgument)
         }
         return .success(location)
     }
-}
-
-/// An errno as an Error, for `Result`.
-struct SystemError: Error {
-    let code: Int32
 }

@@ -9,4 +9,8 @@ public enum ProtocolVersion {
 public enum ProtocolLimits {
     /// The longest line (one message, without its newline) a server accepts by default.
     public static let defaultMaxLineBytes = 1 << 20
+    /// The longest control socket path, in bytes: server and client take the socket's address
+    /// from SwiftNIO's `SocketAddress`, which stops at 103 (the limit shared with macOS; Linux
+    /// alone would take 107).
+    public static let maxSocketPathBytes = 103
 }

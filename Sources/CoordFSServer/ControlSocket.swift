@@ -1,5 +1,8 @@
 import CoordFSCore
+import CoordFSProtocol
 import Glibc
+import NIOCore
+import SystemPackage
 
 /// Why the control socket could not be set up.
 public struct ControlSocketError: Error, CustomStringConvertible, Sendable {
@@ -9,8 +12,8 @@ public struct ControlSocketError: Error, CustomStringConvertible, Sendable {
         self.description = description
     }
 
-    init(_ what: String, _ path: String, errno error: Int32) {
-        self.description = "\(what) \(path): \(String(cString: strerror(error)))"
+    init(_ what: String, _ path: String, _ error: Errno) {
+        self.description = "\(what) \(path): \(error)"
     }
 }
 
@@ -19,7 +22,7 @@ public enum ControlSocket {
     /// Where a mount's socket goes when the mount command is not told: in the runtime
     /// directory (`/run/coordfs` for root, `$XDG_RUNTIME_DIR/coordfs` or `/run/user/UID/coordfs`
     /// otherwise, `/tmp/coordfs-UID` as a last resort), named after a hash of the mountpoint
-    /// so it stays short (socket paths are limited to 107 bytes). A socket shared with other
+    /// so it stays short (socket paths are limited to `ProtocolLimits.maxSocketPathBytes`). A socket shared with other
     /// users (`shared`) must be reachable by them, and per-user runtime directories are not:
     /// it goes to `/run/coordfs` for root and `/tmp/coordfs-UID` for anyone else.
     ///
@@ -50,6 +53,15 @@ public enum ControlSocket {
         return String(repeating: "0", count: 16 - digits.count) + digits
     }
 
+    /// The socket's address, or the clear error for a path too long to be one.
+    static func address(_ path: String) throws(ControlSocketError) -> SocketAddress {
+        do {
+            return try SocketAddress(unixDomainSocketPath: path)
+        } catch {
+            throw ControlSocketError("the socket path \(path) is too long for a Unix socket (at most \(ProtocolLimits.maxSocketPathBytes) bytes)")
+        }
+    }
+
     /// Makes the socket's directory when missing (its parent must exist): private (0700) for a
     /// private socket, 0711 (others may pass through, not list) for a shared one. An existing
     /// directory must belong to us or root and not be writable by others (unless sticky, as
@@ -59,12 +71,12 @@ public enum ControlSocket {
         let directory = String(path[..<slash])
         var status = stat()
         if lstat(directory, &status) != 0 {
-            guard errno == ENOENT else { throw ControlSocketError("cannot use the socket directory", directory, errno: errno) }
+            guard errno == ENOENT else { throw ControlSocketError("cannot use the socket directory", directory, .current) }
             if mkdir(directory, shared ? 0o711 : 0o700) != 0 && errno != EEXIST {
-                throw ControlSocketError("cannot create the socket directory", directory, errno: errno)
+                throw ControlSocketError("cannot create the socket directory", directory, .current)
             }
             if shared { chmod(directory, 0o711) }
-            guard lstat(directory, &status) == 0 else { throw ControlSocketError("cannot use the socket directory", directory, errno: errno) }
+            guard lstat(directory, &status) == 0 else { throw ControlSocketError("cannot use the socket directory", directory, .current) }
         }
         guard (status.st_mode & S_IFMT) == S_IFDIR else {
             throw ControlSocketError("the socket directory \(directory) is not a directory")
@@ -85,9 +97,9 @@ public enum ControlSocket {
     /// else. A server that still listens is given up to `grace` to go (a daemon whose mount
     /// was just unmounted closes its socket a moment later); one that stays means another
     /// daemon uses this path.
-    static func removeStale(_ path: String, waitingUpTo grace: Duration) throws(ControlSocketError) {
+    static func removeStale(_ path: String, at address: SocketAddress, waitingUpTo grace: Duration) throws(ControlSocketError) {
         let deadline = ContinuousClock.now + grace
-        while try isListening(path) {
+        while try isListening(path, at: address) {
             guard ContinuousClock.now < deadline else {
                 throw ControlSocketError("another coordfs daemon still listens on \(path) (one whose mount was detached lazily "
                                          + "serves until its open files close); wait for it to exit, or choose another path with --socket")
@@ -95,45 +107,43 @@ public enum ControlSocket {
             usleep(20_000)
         }
         if unlink(path) != 0 && errno != ENOENT {
-            throw ControlSocketError("cannot remove the stale socket", path, errno: errno)
+            throw ControlSocketError("cannot remove the stale socket", path, .current)
         }
     }
 
     /// Whether a server accepts connections on the socket file at `path`; false when there is
     /// no file. Anything there but a socket is an error: it is not ours to replace.
-    private static func isListening(_ path: String) throws(ControlSocketError) -> Bool {
+    private static func isListening(_ path: String, at address: SocketAddress) throws(ControlSocketError) -> Bool {
         var status = stat()
         guard lstat(path, &status) == 0 else { return false }
         guard (status.st_mode & S_IFMT) == S_IFSOCK else {
             throw ControlSocketError("\(path) exists and is not a socket; not replacing it")
         }
         let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard probe >= 0 else { throw ControlSocketError("cannot create a socket for", path, errno: errno) }
+        guard probe >= 0 else { throw ControlSocketError("cannot create a socket for", path, .current) }
         defer { close(probe) }
-        return withAddress(path) { connect(probe, $0, $1) } == 0
+        return address.withSockAddr { connect(probe, $0, socklen_t($1)) } == 0
     }
 
     /// A bound (not yet listening) stream socket at `path` whose file has exactly `mode`.
     /// The socket's inode is made owner-only before `bind` (Linux gives the new file the
     /// socket's mode, less the umask), so the file never exists with wider permissions than
     /// asked, whatever the umask; `chmod` then sets the exact mode.
-    static func bind(_ path: String, mode: mode_t) throws(ControlSocketError) -> (descriptor: Int32, identity: FileIdentity) {
-        guard path.utf8.count < MemoryLayout.size(ofValue: sockaddr_un().sun_path) else {
-            throw ControlSocketError("the socket path \(path) is too long for a Unix socket (at most 107 bytes)")
-        }
+    static func bind(_ path: String, at address: SocketAddress, mode: mode_t) throws(ControlSocketError)
+        -> (descriptor: Int32, identity: FileIdentity) {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        guard fd >= 0 else { throw ControlSocketError("cannot create a socket for", path, errno: errno) }
-        guard fchmod(fd, 0o600) == 0, withAddress(path, { Glibc.bind(fd, $0, $1) }) == 0 else {
-            let error = errno
+        guard fd >= 0 else { throw ControlSocketError("cannot create a socket for", path, .current) }
+        guard fchmod(fd, 0o600) == 0, address.withSockAddr({ Glibc.bind(fd, $0, socklen_t($1)) }) == 0 else {
+            let error = Errno.current
             close(fd)
-            throw ControlSocketError("cannot create the socket", path, errno: error)
+            throw ControlSocketError("cannot create the socket", path, error)
         }
         var status = stat()
         guard chmod(path, mode & 0o777) == 0, lstat(path, &status) == 0 else {
-            let error = errno
+            let error = Errno.current
             close(fd)
             unlink(path)
-            throw ControlSocketError("cannot set the mode of", path, errno: error)
+            throw ControlSocketError("cannot set the mode of", path, error)
         }
         return (fd, FileIdentity(status))
     }
@@ -143,17 +153,6 @@ public enum ControlSocket {
         var status = stat()
         if lstat(path, &status) == 0, FileIdentity(status) == identity {
             unlink(path)
-        }
-    }
-
-    static func withAddress<Result>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Result) -> Result {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
-            for (index, byte) in path.utf8.prefix(buffer.count - 1).enumerated() { buffer[index] = byte }
-        }
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
     }
 }

@@ -69,8 +69,11 @@ extension NoticeKind {
     }
 }
 
+// Claims: the core's modes and owners are the wire's, one for one (the only mapping between
+// the two; a `claim` request's lists name their modes where the session reads them).
+
 extension ClaimModeName {
-    init(_ mode: ClaimHolding.Mode) {
+    init(_ mode: ClaimMode) {
         switch mode {
         case .snapshotRead: self = .snapshotRead
         case .read: self = .read
@@ -81,18 +84,39 @@ extension ClaimModeName {
 }
 
 extension ClaimOwnerRecord {
-    init(_ owner: ClaimHolding.Owner) {
+    init(_ owner: ClaimOwner) {
         switch owner {
         case .process(let pid): self.init(kind: .process, pid: pid)
-        case .session(let session, let pid): self.init(kind: .client, pid: pid, session: session)
+        case .client(let session, let tree): self.init(kind: .client, pid: tree, session: session)
         }
     }
 }
 
 extension ClaimHolderRecord {
-    init(_ holding: ClaimHolding, now: ContinuousClock.Instant) {
-        self.init(path: holding.path.filePath, mode: ClaimModeName(holding.mode), owner: ClaimOwnerRecord(holding.owner),
-                  held: (now - holding.since).seconds)
+    init(_ holder: ClaimHolder, now: ContinuousClock.Instant) {
+        self.init(path: holder.path.filePath, mode: ClaimModeName(holder.mode), owner: ClaimOwnerRecord(holder.owner),
+                  held: (now - holder.since).seconds)
+    }
+}
+
+extension StatusReport.ClaimWaiter {
+    /// One line per waiter: all its paths, and its strongest mode.
+    init(_ waiter: CoordFSCore.ClaimWaiter, now: ContinuousClock.Instant) {
+        let strongest = waiter.requests.map(\.mode).max { $0.strength < $1.strength } ?? .read
+        self.init(paths: waiter.requests.map(\.path.filePath), mode: ClaimModeName(strongest),
+                  owner: ClaimOwnerRecord(waiter.owner), waiting: (now - waiter.since).seconds)
+    }
+}
+
+extension ClaimMode {
+    /// How much a mode keeps others out, for naming a waiter by its strongest request.
+    fileprivate var strength: Int {
+        switch self {
+        case .snapshotRead: 0
+        case .read: 1
+        case .write: 2
+        case .exclusive: 3
+        }
     }
 }
 

@@ -4,29 +4,16 @@ import SystemPackage
 import Logging
 import NIOCore
 
-/// Who is on the other end of a connection, as the kernel reported it (SO_PEERCRED).
-public struct PeerCredentials: Sendable, Hashable {
-    public var pid: Int32
-    public var uid: UInt32
-    public var gid: UInt32
-
-    public init(pid: Int32, uid: UInt32, gid: UInt32) {
-        self.pid = pid
-        self.uid = uid
-        self.gid = gid
-    }
-}
-
 /// One connection: what it subscribed to, presents and holds, and how it answers each line.
 ///
 /// Loop-confined: created, used and closed on the server's event loop only. Other threads
 /// reach a session by its id through `ServerContext.sessions` after hopping onto the loop,
 /// so no reference to it ever leaves the loop.
-final class Session<Claims: ClaimService> {
+final class Session {
     let id: UInt64
     let channel: any Channel
     let peer: PeerCredentials
-    unowned let context: ServerContext<Claims>
+    unowned let context: ServerContext
     let connected = ContinuousClock.now
     private(set) var client: String?
     private var greeted = false
@@ -50,13 +37,13 @@ final class Session<Claims: ClaimService> {
     private(set) var presenters: [UInt64: PresenterRegistration] = [:]
 
     private struct Held {
-        let grant: Claims.ExplicitGrant
+        let grant: ClaimGrant
         let read: [FilePath]
         let write: [FilePath]
     }
 
     private struct Waiting {
-        let wait: Claims.ExplicitWait
+        let ticket: ClaimWaitTicket
         let read: [FilePath]
         let write: [FilePath]
         let started: ContinuousClock.Instant
@@ -67,9 +54,11 @@ final class Session<Claims: ClaimService> {
     private var nextClaimID: UInt64 = 1
     private var needsFlush = false
 
-    var claimant: ExplicitClaimant { ExplicitClaimant(session: id, processTree: peer.pid) }
+    /// Who holds this session's explicit claims: the session, for the process tree of the
+    /// process that connected (its descendants pass through them).
+    var claimOwner: ClaimOwner { .client(id, processTree: peer.pid) }
 
-    init(id: UInt64, channel: any Channel, peer: PeerCredentials, context: ServerContext<Claims>) {
+    init(id: UInt64, channel: any Channel, peer: PeerCredentials, context: ServerContext) {
         self.id = id
         self.channel = channel
         self.peer = peer
@@ -386,21 +375,23 @@ final class Session<Claims: ClaimService> {
         if let wait = body.wait, !(wait.isFinite && wait >= 0) {
             return fail(id, .badRequest, "\"wait\" is a number of seconds, 0 or more")
         }
-        var modes: [MountPath: ExplicitClaimMode] = [:]
-        for (texts, mode) in [(readTexts, ExplicitClaimMode.read), (writeTexts, .write)] {
+        // A `read` claim is a read claim; a `write` claim is exclusive: nobody else sees or
+        // changes the path (DESIGN.md). A path named in both lists is claimed exclusive.
+        var modes: [MountPath: ClaimMode] = [:]
+        for (texts, mode) in [(readTexts, ClaimMode.read), (writeTexts, .exclusive)] {
             for text in texts {
                 switch admit(text) {
                 case .failure(let detail): return fail(id, detail)
-                case .success(let path): if modes[path] != .write { modes[path] = mode }
+                case .success(let path): if modes[path] != .exclusive { modes[path] = mode }
                 }
             }
         }
-        let claims = modes.map { ExplicitClaim(path: $0.key, mode: $0.value) }.sorted { $0.path < $1.path }
-        let read = claims.filter { $0.mode == .read }.map(\.path.filePath)
-        let write = claims.filter { $0.mode == .write }.map(\.path.filePath)
+        let requests = modes.map { ClaimRequest($0.key, $0.value) }.sorted { $0.path < $1.path }
+        let read = requests.filter { $0.mode == .read }.map(\.path.filePath)
+        let write = requests.filter { $0.mode == .exclusive }.map(\.path.filePath)
 
         if body.nonblock == true || body.wait == 0 {
-            switch context.claims.tryAcquireExplicit(claims, for: claimant) {
+            switch context.claims.tryAcquire(requests, owner: claimOwner) {
             case .success(let grant):
                 grantClaim(id, grant, read: read, write: write, waited: .zero)
             case .failure(let conflict):
@@ -415,33 +406,33 @@ final class Session<Claims: ClaimService> {
         let deadline = started.advanced(by: min(limit, options.maxClaimWait))
         let context = self.context
         let sessionID = self.id
-        let attempt = context.claims.acquireExplicit(claims, for: claimant, deadline: deadline) { outcome in
+        let attempt = context.claims.acquire(requests, owner: claimOwner, deadline: deadline) { outcome in
             context.eventLoop.execute {
                 if let session = context.sessions[sessionID] {
                     session.claimOutcome(id, outcome)
                 } else if case .granted(let grant) = outcome {
-                    context.claims.releaseExplicit(grant)
+                    context.claims.release(grant)
                 }
             }
         }
         switch attempt {
         case .granted(let grant):
             grantClaim(id, grant, read: read, write: write, waited: ContinuousClock.now - started)
-        case .waiting(let wait):
-            waiting[id] = Waiting(wait: wait, read: read, write: write, started: started)
+        case .waiting(let ticket):
+            waiting[id] = Waiting(ticket: ticket, read: read, write: write, started: started)
         }
     }
 
-    private func grantClaim(_ id: RequestID, _ grant: Claims.ExplicitGrant, read: [FilePath], write: [FilePath], waited: Duration) {
+    private func grantClaim(_ id: RequestID, _ grant: ClaimGrant, read: [FilePath], write: [FilePath], waited: Duration) {
         let claimID = nextClaimID
         nextClaimID += 1
         held[claimID] = Held(grant: grant, read: read, write: write)
         reply(id, Request.Claim.Reply(claim: claimID, read: read, write: write, waited: waited.seconds))
     }
 
-    func claimOutcome(_ id: RequestID, _ outcome: ExplicitClaimOutcome<Claims.ExplicitGrant>) {
+    func claimOutcome(_ id: RequestID, _ outcome: ClaimWaitOutcome) {
         guard !isClosed, let pending = waiting.removeValue(forKey: id) else {
-            if case .granted(let grant) = outcome { context.claims.releaseExplicit(grant) }
+            if case .granted(let grant) = outcome { context.claims.release(grant) }
             return
         }
         let now = ContinuousClock.now
@@ -460,12 +451,12 @@ final class Session<Claims: ClaimService> {
         guard let claim = held.removeValue(forKey: body.claim) else {
             return fail(id, .notFound, "no claim \(body.claim) is held on this connection")
         }
-        context.claims.releaseExplicit(claim.grant)
+        context.claims.release(claim.grant)
         reply(id, Empty())
     }
 
     private func cancel(_ id: RequestID, _ body: Request.Cancel) {
-        guard let pending = waiting[body.request], context.claims.cancelExplicitWait(pending.wait) else {
+        guard let pending = waiting[body.request], context.claims.cancel(pending.ticket) else {
             // Not waiting, or its outcome is already on the way: that reply will come.
             return reply(id, Request.Cancel.Reply(cancelled: false))
         }
@@ -474,7 +465,7 @@ final class Session<Claims: ClaimService> {
         reply(id, Request.Cancel.Reply(cancelled: true))
     }
 
-    static func describe(_ blockers: [ClaimHolding], now: ContinuousClock.Instant) -> String {
+    static func describe(_ blockers: [ClaimHolder], now: ContinuousClock.Instant) -> String {
         guard let first = blockers.first else { return "the paths are claimed by others" }
         let owner = ClaimOwnerRecord(first.owner)
         let more = blockers.count > 1 ? " and \(blockers.count - 1) more" : ""
@@ -500,10 +491,10 @@ final class Session<Claims: ClaimService> {
         guard !isClosed else { return }
         isClosed = true
         for pending in waiting.values {
-            _ = context.claims.cancelExplicitWait(pending.wait)
+            context.claims.cancel(pending.ticket)
         }
         waiting.removeAll()
-        context.claims.releaseAllExplicit(of: claimant)
+        context.claims.releaseAll(of: claimOwner)
         held.removeAll()
         for subscription in subscriptions.values {
             subscription.events.cancel()

@@ -18,23 +18,18 @@ enum Daemon {
         let childDescriptor: Int32 = 3
         setenv(readyVariable, "\(childDescriptor)", 1)
 
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, writeEnd, childDescriptor)
-
-        let executable = "/proc/self/exe"
-        let arguments = [CommandLine.arguments[0]] + Array(CommandLine.arguments.dropFirst()) + ["--foreground"]
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        defer { for argument in argv { free(argument) } }
-        var child: pid_t = 0
-        let spawned = posix_spawn(&child, executable, &actions, nil, &argv, environ)
-        close(writeEnd)
-        guard spawned == 0 else {
+        let arguments = CommandLine.arguments + ["--foreground"]
+        let child: ChildProcess
+        do {
+            child = try ChildProcess.spawn(arguments.map { Array($0.utf8) }, executable: "/proc/self/exe",
+                                           descriptors: [(writeEnd, as: childDescriptor)])
+        } catch {
+            close(writeEnd)
             close(readEnd)
-            printError("cannot start the mount daemon: \(String(cString: strerror(spawned)))")
+            printError("cannot start the mount daemon: \(error)")
             return .failure
         }
+        close(writeEnd)
 
         var message = [UInt8](repeating: 0, count: 16)
         var received = 0
@@ -49,10 +44,10 @@ enum Daemon {
             return .success
         }
         // The daemon failed before mounting; it printed why. Pass its status on.
-        var status: Int32 = 0
-        while waitpid(child, &status, 0) < 0 && errno == EINTR {}
-        let code = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 1
-        return ExitCode(code == 0 ? 1 : code)
+        if case .exited(let status)? = try? child.wait(), status != 0 {
+            return ExitCode(status)
+        }
+        return .failure
     }
 
     /// Lets go of the terminal: standard input from /dev/null, output and errors to the log file.

@@ -115,47 +115,24 @@ struct Exec: ParsableCommand {
         let ignored = [SIGINT, SIGQUIT]
         for signal in ignored + forwarded { Glibc.signal(signal, SIG_IGN) }
 
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in ignored + forwarded + [SIGPIPE] { sigaddset(&defaults, signal) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
-
-        var argv: [UnsafeMutablePointer<CChar>?] = command.map { bytes in
-            let argument = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
-            UnsafeMutableRawPointer(argument).copyMemory(from: bytes, byteCount: bytes.count)
-            argument[bytes.count] = 0
-            return argument
-        } + [nil]
-        defer { for argument in argv { argument?.deallocate() } }
-        var child: pid_t = 0
-        let spawned = posix_spawnp(&child, argv[0]!, nil, &attributes, &argv, environ)
-        guard spawned == 0 else {
-            printError("cannot run \(String(decoding: command[0], as: UTF8.self)): \(String(cString: strerror(spawned)))")
-            return spawned == ENOENT ? 127 : 126
+        let child: ChildProcess
+        do {
+            child = try ChildProcess.spawn(command, defaultSignals: ignored + forwarded + [SIGPIPE])
+        } catch {
+            printError("cannot run \(String(decoding: command[0], as: UTF8.self)): \(error)")
+            return error == .noSuchFileOrDirectory ? 127 : 126
         }
 
         let queue = DispatchQueue(label: "coordfs.exec.signals")
         let sources = forwarded.map { signal -> any DispatchSourceSignal in
             let source = DispatchSource.makeSignalSource(signal: signal, queue: queue)
-            source.setEventHandler { kill(child, signal) }
+            source.setEventHandler { kill(child.pid, signal) }
             source.resume()
             return source
         }
         defer { sources.forEach { $0.cancel() } }
 
-        var status: Int32 = 0
-        while waitpid(child, &status, 0) < 0 {
-            if errno != EINTR { return 1 }
-        }
-        let signal = status & 0x7f
-        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+        return (try? child.wait())?.shellStatus ?? 1
     }
 }
 

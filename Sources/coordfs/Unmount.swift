@@ -34,14 +34,12 @@ struct Unmount: ParsableCommand {
             return
         }
         let arguments = ["fusermount3", "-u"] + (lazy ? ["-z"] : []) + [path]
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        defer { for argument in argv { free(argument) } }
-        var child: pid_t = 0
-        guard posix_spawnp(&child, "fusermount3", nil, nil, &argv, environ) == 0 else {
+        let child: ChildProcess
+        do {
+            child = try ChildProcess.spawn(arguments.map { Array($0.utf8) })
+        } catch {
             throw CleanExit.failure("cannot run fusermount3 (Debian package fuse3)")
         }
-        var status: Int32 = 0
-        while waitpid(child, &status, 0) < 0 && errno == EINTR {}
-        if status != 0 { throw ExitCode.failure }
+        if (try? child.wait()) != .exited(0) { throw ExitCode.failure }
     }
 }

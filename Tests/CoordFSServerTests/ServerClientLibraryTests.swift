@@ -188,11 +188,11 @@ func failure<T>(_ body: () async throws -> T) async -> CoordFSError? {
 
             let saved = VerdictWaiter()
             #expect(fixture.presenters.ask(.save, path: MountPath("/docs/a.txt")!, requester: 1, timeout: .seconds(10), completion: saved.completion))
-            #expect(try #require(saved.wait(fixture)).mayProceed)
+            #expect(try #require(await saved.wait(fixture)).mayProceed)
 
             let deletion = VerdictWaiter()
             #expect(fixture.presenters.ask(.accommodateDeletion, path: MountPath("/docs")!, requester: 1, timeout: .seconds(10), completion: deletion.completion))
-            let verdict = try #require(deletion.wait(fixture))
+            let verdict = try #require(await deletion.wait(fixture))
             guard case .refused(let refusals) = verdict.decision else {
                 Issue.record("not refused")
                 return
@@ -256,5 +256,12 @@ func failure<T>(_ body: () async throws -> T) async -> CoordFSError? {
         #expect(throws: CoordFSError.self) { try ControlLocation.locate(FilePath(directory + "/nope/deeper")) }
         #expect(shell("setfattr -n user.coordfs.control -v 'garbage' \(directory)/sub") == 0)
         #expect(throws: CoordFSError.self) { try ControlLocation.locate(FilePath(directory + "/sub")) }
+        // A failure that says nothing about the mount is told with its errno.
+        #expect(shell("ln -s loop \(directory)/loop") == 0)
+        guard case .cannotLocate(_, let error)? = await failure({ try ControlLocation.locate(FilePath(directory + "/loop")) }) else {
+            Issue.record("a symbolic link loop was not a failure to locate")
+            return
+        }
+        #expect(error == .tooManySymbolicLinkLevels)
     }
 }

@@ -100,7 +100,7 @@ import Testing
             #expect(WirePath.bytes(of: registration.path) == Self.directory)
             let saved = VerdictWaiter()
             #expect(fixture.presenters.ask(.save, path: MountPath(bytes: Self.file)!, requester: 1, timeout: .seconds(10), completion: saved.completion))
-            #expect(try #require(saved.wait(fixture)).mayProceed)
+            #expect(try #require(await saved.wait(fixture)).mayProceed)
             #expect(presenter.items.map { WirePath.bytes(of: $0.path) } == [Self.file])
             #expect(presenter.items.map { WirePath.bytes(of: $0.presented) } == [Self.directory])
             try await registration.stop()

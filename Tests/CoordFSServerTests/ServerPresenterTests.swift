@@ -12,6 +12,13 @@ final class VerdictWaiter: Sendable {
         _ = fixture.eventually(within: limit) { verdicts.withLock { !$0.isEmpty } }
         return verdicts.withLock { $0.first }
     }
+
+    /// For async tests: a presenter of the client library answers from a task, which needs one
+    /// of the concurrency pool's few threads; a blocking wait could hold the last one.
+    func wait(_ fixture: ServerFixture, within limit: Duration = .seconds(10)) async -> PresenterVerdict? {
+        _ = await fixture.eventually(within: limit) { verdicts.withLock { !$0.isEmpty } }
+        return verdicts.withLock { $0.first }
+    }
 }
 
 /// Another process's pid, so the test process (the presenter's owner) is not the requester.

@@ -1,3 +1,4 @@
+import CoordFSClient
 import CoordFSCore
 import CoordFSServer
 import Dispatch
@@ -70,6 +71,40 @@ import Testing
             _ = try ControlServer.start(socketPath: path, hub: EventHub(), presenters: PresenterRegistry(), claims: ClaimTable(),
                                         access: BackingPathAccess(rootDescriptor: -1), logger: logger)
         }
+    }
+
+    /// Socket paths up to the limit are served and reached; one byte more is refused with a
+    /// clear error on both sides, and leaves nothing behind.
+    @Test func socketPathsAreServedUpToTheLimitAndRefusedBeyond() async throws {
+        let directory = "/tmp/coordfs-long-\(getpid())"
+        mkdir(directory, 0o700)
+        defer { shell("rm -rf \(directory)") }
+        let longest = directory + "/" + String(repeating: "s", count: ProtocolLimits.maxSocketPathBytes - directory.utf8.count - 1)
+        #expect(longest.utf8.count == ProtocolLimits.maxSocketPathBytes)
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let server = try ControlServer.start(socketPath: longest, hub: EventHub(), presenters: PresenterRegistry(), claims: ClaimTable(),
+                                             access: BackingPathAccess(rootDescriptor: -1), logger: logger)
+        let connection = try await CoordFSConnection.connect(socketPath: longest)
+        #expect(connection.server.server == "coordfs")
+        connection.close()
+        server.stop()
+
+        let tooLong = longest + "s"
+        do {
+            _ = try ControlServer.start(socketPath: tooLong, hub: EventHub(), presenters: PresenterRegistry(), claims: ClaimTable(),
+                                        access: BackingPathAccess(rootDescriptor: -1), logger: logger)
+            Issue.record("a socket path of \(tooLong.utf8.count) bytes was accepted")
+        } catch {
+            #expect("\(error)".contains("too long for a Unix socket (at most 103 bytes)"))
+        }
+        #expect(shell("test -e \(tooLong)") != 0)
+        let refused = await failure { try await CoordFSConnection.connect(socketPath: tooLong) }
+        guard case .cannotConnect(_, let reason)? = refused else {
+            Issue.record("unexpected \(String(describing: refused))")
+            return
+        }
+        #expect(reason == "the path is too long for a socket (at most 103 bytes)")
     }
 
     /// `fusermount3 -u m; coordfs mount b m`: the old daemon closes its socket a moment after

@@ -1,3 +1,4 @@
+import DequeModule
 import Synchronization
 
 /// Where a new subscription's stream begins.
@@ -24,7 +25,8 @@ public struct EventOverflow: Sendable, Hashable {
 /// What one `EventSubscription.next(upTo:)` hands over, oldest first; the overflow marker,
 /// when there is one, comes after `events`.
 public struct EventBatch: Sendable {
-    public var events: [ChangeEvent]
+    /// A piece of the subscriber's queue, handed over whole when it is all taken.
+    public var events: Deque<ChangeEvent>
     public var overflow: EventOverflow?
     /// True when more is queued than was taken (the consumer keeps draining; it will not be woken for it).
     public var hasMore: Bool
@@ -227,7 +229,8 @@ public final class EventSubscription: @unchecked Sendable {
 
     // Guarded by the hub's lock.
     fileprivate var filterPath: MountPath
-    fileprivate var queue: [ChangeEvent] = []
+    /// Events waiting for the consumer, oldest first: appended by publishers, taken from the front.
+    fileprivate var queue = Deque<ChangeEvent>()
     fileprivate var limit: Int
     fileprivate var overflow: EventOverflow?
     /// True while the consumer has taken everything and waits to be told of more.
@@ -301,7 +304,7 @@ public final class EventSubscription: @unchecked Sendable {
             if maximum >= queue.count {
                 swap(&batch.events, &queue)
             } else {
-                batch.events = Array(queue.prefix(maximum))
+                batch.events = Deque(queue.prefix(maximum))
                 queue.removeFirst(maximum)
             }
             delivered += UInt64(batch.events.count)

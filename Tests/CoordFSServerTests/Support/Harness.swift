@@ -13,7 +13,7 @@ struct HarnessError: Error, CustomStringConvertible {
 }
 
 /// A control server on a socket in a private scratch directory, with the real event hub and
-/// presenter registry, the stand-in claim table, and permission checks against a scratch
+/// presenter registry, the claim table, and permission checks against a scratch
 /// backing directory. No FUSE.
 final class ServerFixture {
     let directory: String

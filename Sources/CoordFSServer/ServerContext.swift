@@ -1,0 +1,146 @@
+import CoordFSCore
+import CoordFSProtocol
+import Logging
+import NIOCore
+import Synchronization
+
+/// What every session shares: the core services, the options, and the table of sessions.
+///
+/// Sendable: the `let`s are Sendable or only used on the loop (`decoder`); every `var` is
+/// read and written only on `eventLoop` (closures from other threads hop onto it first).
+final class ServerContext: @unchecked Sendable {
+    let eventLoop: any EventLoop
+    let hub: EventHub
+    let presenters: PresenterRegistry
+    /// Explicit claims go straight into the table the FUSE operations use, with no seam of
+    /// the server's own: claims across hosts (issue 22) will sit beneath this table, serving
+    /// the FUSE operations and the socket alike, so a second implementation would be of the
+    /// table's grant path, not of this server's use of it.
+    let claims: ClaimTable
+    let access: any PathAccess
+    let logger: Logger
+    let options: ControlServer.Options
+    let socketPath: String
+    let started = ContinuousClock.now
+    let decoder = WireFormat.makeDecoder()
+    let ready: ReadyList
+
+    // Loop-confined.
+    var sessions: [UInt64: Session] = [:]
+    var presenterSessions: [UInt64: UInt64] = [:]
+    private var nextSessionID: UInt64 = 1
+    private var nextSubscriptionID: UInt64 = 1
+    private var stopping = false
+    /// Encoded events by sequence number: every subscriber of an event shares one encoding.
+    private var eventLines = [(sequence: UInt64, json: [UInt8])](repeating: (0, []), count: 1024)
+
+    init(eventLoop: any EventLoop, hub: EventHub, presenters: PresenterRegistry, claims: ClaimTable, access: any PathAccess,
+         logger: Logger, options: ControlServer.Options, socketPath: String) {
+        self.eventLoop = eventLoop
+        self.hub = hub
+        self.presenters = presenters
+        self.claims = claims
+        self.access = access
+        self.logger = logger
+        self.options = options
+        self.socketPath = socketPath
+        self.ready = ReadyList(eventLoop: eventLoop)
+        ready.setDrain { [weak self] in self?.drainReady() }
+    }
+
+    func makeSubscriptionID() -> UInt64 {
+        defer { nextSubscriptionID += 1 }
+        return nextSubscriptionID
+    }
+
+    /// Sets up a new connection once its credentials are known.
+    func accept(_ channel: any Channel, peer: PeerCredentials) -> EventLoopFuture<Void> {
+        eventLoop.assertInEventLoop()
+        if stopping || sessions.count >= options.maxConnections {
+            let reason = stopping ? ErrorDetail(code: .closing, message: "the server is stopping")
+                : ErrorDetail(code: .limit, message: "too many connections (at most \(options.maxConnections))")
+            if let line = try? WireFormat.line(ErrorReply(id: nil, error: reason)) {
+                channel.writeAndFlush(channel.allocator.buffer(bytes: line)).whenComplete { _ in channel.close(promise: nil) }
+            } else {
+                channel.close(promise: nil)
+            }
+            return eventLoop.makeSucceededVoidFuture()
+        }
+        let session = Session(id: nextSessionID, channel: channel, peer: peer, context: self)
+        nextSessionID += 1
+        sessions[session.id] = session
+        logger.debug("control client connected", metadata: ["session": "\(session.id)", "pid": "\(peer.pid)", "uid": "\(peer.uid)"])
+        return eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.addHandler(ConnectionHandler(session: session, maxLineBytes: options.maxLineBytes))
+        }
+    }
+
+    private func drainReady() {
+        for (session, subscription) in ready.take() {
+            sessions[session]?.pump(subscription)
+        }
+    }
+
+    /// Hands `body` the event's JSON, encoded once for all its subscribers.
+    func withEventJSON(_ event: ChangeEvent, _ body: (borrowing [UInt8]) -> Void) {
+        let slot = Int(event.sequence % UInt64(eventLines.count))
+        if eventLines[slot].sequence != event.sequence || eventLines[slot].json.isEmpty {
+            eventLines[slot] = (event.sequence, (try? JSONLineEncoder().encode(WatchEvent(event))) ?? [])
+        }
+        body(eventLines[slot].json)
+    }
+
+    /// Says bye to every client and closes them all.
+    func closeAll() -> EventLoopFuture<Void> {
+        stopping = true
+        let closing = sessions.values.map { session -> EventLoopFuture<Void> in
+            session.push(.bye(ByePush(reason: "the mount is stopping")))
+            session.flush()
+            return session.channel.close().recover { _ in }
+        }
+        return EventLoopFuture.andAllComplete(closing, on: eventLoop)
+    }
+}
+
+/// Consumer wake-ups from the event hub, gathered so that any number of them between two
+/// turns of the loop cost one task on it.
+final class ReadyList: Sendable {
+    private struct State {
+        var entries: [(session: UInt64, subscription: UInt64)] = []
+        var scheduled = false
+        var drain: (@Sendable () -> Void)?
+    }
+
+    /// Guards the announced (session, subscription) pairs, whether a drain is scheduled, and
+    /// the drain itself (set once, after the context that owns this list exists).
+    private let state = Mutex(State())
+    private let eventLoop: any EventLoop
+
+    init(eventLoop: any EventLoop) {
+        self.eventLoop = eventLoop
+    }
+
+    func setDrain(_ drain: @escaping @Sendable () -> Void) {
+        state.withLock { $0.drain = drain }
+    }
+
+    /// Called by the hub on a publishing thread: an append, and a hop onto the loop only when
+    /// none is pending.
+    func announce(session: UInt64, subscription: UInt64) {
+        let drain: (@Sendable () -> Void)? = state.withLock { state in
+            state.entries.append((session, subscription))
+            if state.scheduled { return nil }
+            state.scheduled = true
+            return state.drain
+        }
+        if let drain { eventLoop.execute(drain) }
+    }
+
+    func take() -> [(session: UInt64, subscription: UInt64)] {
+        state.withLock { state in
+            state.scheduled = false
+            defer { state.entries.removeAll(keepingCapacity: true) }
+            return state.entries
+        }
+    }
+}
