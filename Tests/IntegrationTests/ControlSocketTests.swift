@@ -163,8 +163,9 @@ import Testing
             defer { presenter.stop() }
             let output = try CoordinationTests.python(#"""
                 import subprocess, signal, time
+                from coordtest import wait_until_asked
                 waiter = subprocess.Popen(['python3', '-c', "import os, signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT]); signal.signal(signal.SIGINT, signal.default_int_handler); print('waiting', flush=True); os.open('f', os.O_WRONLY | os.O_TRUNC)"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                waiter.stdout.readline(); time.sleep(0.5)
+                waiter.stdout.readline(); wait_until_asked('/f', waiter.pid)
                 start = time.monotonic(); waiter.send_signal(signal.SIGINT); _, errors = waiter.communicate()
                 # A behaviour bound: the 30 s presenter timeout did not have to pass.
                 print('interrupted', b'KeyboardInterrupt' in errors, time.monotonic() - start < 5)
@@ -192,7 +193,7 @@ import Testing
                 """#, in: scratch.mountpoint)
             #expect(output == "nonblock EAGAIN\n", "\(output)")
             // Two asks (the holder, the refused writer), and each ends with its reacquire.
-            #expect(ControlSocketTests.eventually { presenter.output.components(separatedBy: "notify reacquire /f").count == 3 },
+            #expect(eventually { presenter.output.components(separatedBy: "notify reacquire /f").count == 3 },
                     "\(presenter.output)")
             #expect(presenter.asks.count == 2, "\(presenter.output)")
         }
@@ -215,8 +216,7 @@ import Testing
             #expect(counters?["refused"] as? Int == 1, "\(String(describing: counters))")
 
             presenter.stop()
-            #expect(Self.eventually { ((try? Self.status(of: scratch))?["presenters"] as? [Any])?.isEmpty == true },
-                    "the presenter is still registered after its process died")
+            try scratch.waitForStatus("the presenter gone with its process") { $0.presenters.isEmpty }
             let removed = try shell("rm f", in: scratch.mountpoint)
             #expect(removed.status == 0 && removed.errors.isEmpty, "\(removed)")
             #expect(!FileManager.default.fileExists(atPath: scratch.mountpoint + "/f"))
@@ -312,7 +312,7 @@ import Testing
                 if let sleeper { kill(sleeper, SIGKILL) }
                 holder.stop()
             }
-            #expect(Self.eventually { sleeper != nil })
+            #expect(eventually { sleeper != nil })
 
             let nonblocking = [coordfsBinary, "exec", "--nonblock", "--write", file, "--", "true"]
             let blocked = try run(nonblocking)
@@ -392,12 +392,10 @@ import Testing
                                           coordfsBinary, "watch", "--recursive", "--json", "--count", "3", "--timeout", "20", scratch.mountpoint],
                                          in: scratch.root, output: output)
             defer { watcher.stop() }
-            // Subscribed once status shows a subscription by uid 65534.
-            #expect(Self.eventually {
-                guard let status = try? Self.status(of: scratch) else { return false }
-                let sessions = Set(((status["subscribers"] as? [[String: Any]]) ?? []).compactMap { $0["session"] as? Int })
-                return ((status["connections"] as? [[String: Any]]) ?? []).contains { $0["uid"] as? Int == 65534 && sessions.contains($0["session"] as? Int ?? -1) }
-            }, "nobody's watch did not subscribe")
+            try scratch.waitForStatus("a subscription by uid 65534 (nobody's watch)") { report in
+                let sessions = Set(report.subscribers.map(\.session))
+                return report.connections.contains { $0.uid == 65534 && sessions.contains($0.session) }
+            }
 
             let changes = try shell("""
                 set -e
@@ -530,16 +528,6 @@ extension ControlSocketTests {
         return text
     }
 
-    /// Polls `condition` every 20 ms for up to `limit`.
-    static func eventually(within limit: Duration = .seconds(5), _ condition: () -> Bool) -> Bool {
-        let deadline = ContinuousClock.now + limit
-        while ContinuousClock.now < deadline {
-            if condition() { return true }
-            usleep(20_000)
-        }
-        return condition()
-    }
-
     /// A presenter in a python3 process of its own (not an ancestor of the processes whose
     /// accesses it is asked about) for `name` in the mount. It prints `ready` once registered,
     /// `ask KIND PATH REQUESTER` per ask and `answered accepted` per reply to an answer.
@@ -598,7 +586,7 @@ extension ChildProcess {
     /// The lines that report asks (for presenters).
     var asks: [String] { output.split(separator: "\n").map(String.init).filter { $0.hasPrefix("ask ") } }
 
-    func eventuallyPrints(_ text: String, within limit: Duration = .seconds(10)) -> Bool {
-        ControlSocketTests.eventually(within: limit) { output.contains(text) }
+    func eventuallyPrints(_ text: String, within limit: Duration = .seconds(20)) -> Bool {
+        eventually(within: limit) { output.contains(text) }
     }
 }

@@ -148,7 +148,15 @@ import Testing
             for i in range(8): Process(target=save, args=(i,)).start()
             """#]
         try savers.run()
-        usleep(1_500_000)
+        // Saves in flight in every file: each was saved a few times already (its first line, read
+        // in the backing, says which version), so each saver is well into its loop.
+        func version(of file: Int) -> Int {
+            guard let handle = FileHandle(forReadingAtPath: scratch.backing + "/f\(file)"),
+                  let start = try? handle.read(upToCount: 32) else { return 0 }
+            try? handle.close()
+            return Int(String(decoding: start, as: UTF8.self).split(separator: "\n").first?.split(separator: ":").last ?? "") ?? 0
+        }
+        try #require(eventually { (0..<8).allSatisfy { version(of: $0) >= 3 } }, "the savers did not get going")
         if let daemon = scratch.daemonID { kill(daemon, SIGKILL) }
         scratch.expectDaemonExit(status: SIGKILL)
         savers.waitUntilExit()
@@ -496,7 +504,8 @@ import Testing
     @Test func cachedPagesNeverOutliveACommit() throws {
         try withMount { scratch in
             let output = try Self.python(#"""
-                import ctypes, mmap, os, subprocess, sys, time
+                import ctypes, mmap, os, subprocess, sys
+                from coordtest import wait_until_released
                 libc = ctypes.CDLL(None, use_errno=True)
                 libc.mmap.restype = ctypes.c_void_p
                 libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
@@ -520,7 +529,7 @@ import Testing
                         writer.stdout.readline()
                         during = mapped(name) if name == 'read' else '-'
                         writer.stdin.write('\n'); writer.stdin.flush(); writer.wait()
-                        time.sleep(0.2) # the kernel sends the writer's release after its exit, unwaited
+                        wait_until_released('/' + name) # the kernel sends the writer's release after its exit, unwaited
                         print(round, name, during, mapped(name))
                 """#, in: scratch.mountpoint)
             #expect(output == """
@@ -556,8 +565,9 @@ import Testing
         try withMount(["--claim-timeout", "1"]) { scratch in
             let output = try Self.python(#"""
                 import os, errno, subprocess, time, signal
+                from coordtest import wait_until_released, wait_until_waiting
                 with open('f', 'w') as f: f.write('x')
-                holder = subprocess.Popen(['python3', '-c', "import os,time; fd=os.open('f', os.O_WRONLY); print('held', flush=True); time.sleep(3)"], stdout=subprocess.PIPE)
+                holder = subprocess.Popen(['python3', '-c', "import os, sys; fd=os.open('f', os.O_WRONLY); print('held', flush=True); sys.stdin.readline()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
                 holder.stdout.readline()
                 try: os.open('f', os.O_WRONLY | os.O_NONBLOCK); print('nonblock opened')
                 except OSError as e: print('nonblock', errno.errorcode[e.errno])
@@ -566,10 +576,10 @@ import Testing
                 except OSError as e: print('timeout', errno.errorcode[e.errno], round(time.monotonic() - start))
                 print('reader', open('f').read())
                 waiter = subprocess.Popen(['python3', '-c', "import os, signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT]); signal.signal(signal.SIGINT, signal.default_int_handler); print('waiting', flush=True); os.open('f', os.O_WRONLY)"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                waiter.stdout.readline(); time.sleep(0.2)
+                waiter.stdout.readline(); wait_until_waiting('/f', pid=waiter.pid)
                 start = time.monotonic(); waiter.send_signal(signal.SIGINT); _, errors = waiter.communicate()
                 print('interrupted', b'KeyboardInterrupt' in errors, time.monotonic() - start < 0.6)
-                holder.wait()
+                holder.communicate(b'\n'); wait_until_released('/f')
                 fd = os.open('f', os.O_WRONLY); os.close(fd); print('free')
                 """#, in: scratch.mountpoint)
             #expect(output == "nonblock EAGAIN\ntimeout EBUSY 1\nreader x\ninterrupted True True\nfree\n", "\(output)")
@@ -584,7 +594,7 @@ import Testing
                 echo 0 > f && echo free > other
                 exec 3>>f
                 for i in $(seq 1 1000); do (exec 3>&-; exec 4>>f; echo x >&4) & done
-                sleep 2
+                python3 -m coordtest waiting /f 1000 3>&-
                 cat other && stat -c %s f && ls | wc -l && echo more > another && cat another
                 exec 3>&-
                 wait
@@ -598,13 +608,14 @@ import Testing
         try withMount(["--strict-reads", "--claim-timeout", "1"]) { scratch in
             let output = try Self.python(#"""
                 import os, errno, subprocess
+                from coordtest import wait_until_released
                 with open('f', 'w') as f: f.write('x')
-                reader = subprocess.Popen(['python3', '-c', "import time; f=open('f'); print('reading', flush=True); time.sleep(2)"], stdout=subprocess.PIPE)
+                reader = subprocess.Popen(['python3', '-c', "import sys; f=open('f'); print('reading', flush=True); sys.stdin.readline()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
                 reader.stdout.readline()
                 try: os.open('f', os.O_WRONLY | os.O_NONBLOCK); print('writer opened')
                 except OSError as e: print('writer', errno.errorcode[e.errno])
                 print('second reader', open('f').read())
-                reader.wait()
+                reader.communicate(b'\n'); wait_until_released('/f')
                 os.close(os.open('f', os.O_WRONLY)); print('writer after reader')
                 """#, in: scratch.mountpoint)
             #expect(output == "writer EAGAIN\nsecond reader x\nwriter after reader\n", "\(output)")

@@ -108,7 +108,8 @@ import Testing
     /// for `...peek`, and the mapping's length. For `...stat` it stats its handle first: the
     /// kernel keeps one size per file, which every stat sets (mmap itself stats the file).
     static let mappedReader = #"""
-        import mmap, os, subprocess, sys, time
+        import mmap, os, subprocess, sys
+        from coordtest import wait_until, wait_until_released
         def start_reader(name):
             code = '\n'.join([
                 'import mmap, os, sys',
@@ -126,7 +127,9 @@ import Testing
         def save(name, data):
             # Another process saves the file; its close commits before run() returns.
             subprocess.run([sys.executable, '-c', f'f = open({name!r}, "wb"); f.write({data!r}); f.close()'], check=True)
-            time.sleep(0.2) # the commit's invalidation of the kernel's pages runs after the close returned
+            wait_until_released('/' + name) # its release comes after its exit: the commit and its invalidation of the kernel's pages are done by then
+        def shows(line, letters):
+            return line if line.split()[-2] == letters else None
         def cat(name):
             return subprocess.run(['cat', name], capture_output=True).stdout
 
@@ -154,8 +157,8 @@ import Testing
                 late = start_reader('f')
                 print('late', ask(late, 'map peek'))
                 reader.stdin.close(); reader.wait()
-                time.sleep(0.2) # the last older reader's release drops the kernel's pages
-                print('late', ask(late, 'alone stat'))
+                # The last older reader's release (the kernel sends it after its exit) drops the kernel's pages.
+                print('late', wait_until("the older reader's release", lambda: shows(ask(late, 'alone stat'), 'C')))
                 late.stdin.close(); late.wait()
                 # A reader opened while a save is pending maps the file.
                 writer = subprocess.Popen([sys.executable, '-c', "import os, sys; fd = os.open('f', os.O_WRONLY | os.O_TRUNC); os.write(fd, b'D' * 8192); print(flush=True); sys.stdin.readline(); os.close(fd)"],
@@ -164,7 +167,7 @@ import Testing
                 during = start_reader('f')
                 print('during', ask(during, 'map'))
                 writer.stdin.write('\n'); writer.stdin.flush(); writer.wait()
-                time.sleep(0.2)
+                wait_until_released('/f')
                 print('during', ask(during, 'committed'))
                 during.stdin.close(); during.wait()
                 print('others read', set(cat('f')), len(cat('f')))
@@ -234,7 +237,7 @@ import Testing
                 m[0:4] = b'last'
                 print('before munmap', cat('f')[0:4])
                 m.close()
-                time.sleep(0.2) # the release comes after the munmap returned
+                wait_until_released('/f') # the release comes after the munmap returned
                 print('after munmap', cat('f')[0:8], len(cat('f')))
                 print(sorted(name for name in os.listdir('.')))
                 """#, in: scratch.mountpoint)

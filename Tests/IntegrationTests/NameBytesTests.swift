@@ -232,7 +232,7 @@ import Testing
             // While exec holds the file, a non-blocking writer of it is refused, a writer of its
             // repair is not, and status shows the exact path.
             let result = try shell(#"""
-                '\#(coordfsBinary)' exec --write "$(printf 'd\377/f\376')" -- sh -c 'echo > held.flag; sleep 5' &
+                '\#(coordfsBinary)' exec --write "$(printf 'd\377/f\376')" -- sh -c 'echo > held.flag; while [ ! -e release.flag ]; do sleep 0.05; done' &
                 while [ ! -e held.flag ]; do sleep 0.05; done
                 /usr/bin/python3 -c '
                 import os
@@ -247,6 +247,7 @@ import Testing
                 '
                 '\#(coordfsBinary)' status --json . > status.json
                 '\#(coordfsBinary)' status "$(printf 'd\377')" | grep -q '^events:' && echo located
+                echo > release.flag
                 wait
                 """#, in: scratch.mountpoint)
             #expect(result.status == 0, "\(result)")

@@ -195,9 +195,11 @@ import Testing
         try withMount { scratch in
             try expectParity("""
                 echo x > lock
-                flock lock -c 'sleep 1' & sleep 0.3
+                flock lock -c 'touch held; while [ ! -e release ]; do sleep 0.05; done; rm held release' &
+                while [ ! -e held ]; do sleep 0.05; done
                 flock -n lock -c 'echo got it' ; echo "nonblocking: $?"
-                flock -w 5 lock -c 'echo waited' ; echo "waiting: $?"
+                (sleep 0.3; touch release) &
+                flock -w 20 lock -c 'echo waited' ; echo "waiting: $?"
                 wait
                 """, in: scratch)
         }
