@@ -161,16 +161,7 @@ import Testing
             try "old\n".write(toFile: scratch.mountpoint + "/f", atomically: false, encoding: .utf8)
             let presenter = try Self.startPresenter(in: scratch, of: "f", answering: "relinquish", behaviour: "silent")
             defer { presenter.stop() }
-            let output = try CoordinationTests.python(#"""
-                import subprocess, signal, time
-                from coordtest import wait_until_asked
-                waiter = subprocess.Popen(['python3', '-c', "import os, signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT]); signal.signal(signal.SIGINT, signal.default_int_handler); print('waiting', flush=True); os.open('f', os.O_WRONLY | os.O_TRUNC)"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                waiter.stdout.readline(); wait_until_asked('/f', waiter.pid)
-                start = time.monotonic(); waiter.send_signal(signal.SIGINT); _, errors = waiter.communicate()
-                # A behaviour bound: the 30 s presenter timeout did not have to pass.
-                print('interrupted', b'KeyboardInterrupt' in errors, time.monotonic() - start < 5)
-                print('content', open('f').read().strip())
-                """#, in: scratch.mountpoint)
+            let output = try CoordinationTests.python("ControlSocketTests/anInterruptEndsAWaitForASilentPresenter", in: scratch.mountpoint)
             #expect(output == "interrupted True True\ncontent old\n", "\(output)")
             #expect(presenter.asks.count == 1, "\(presenter.output)")
         }
@@ -183,14 +174,7 @@ import Testing
             try "old\n".write(toFile: scratch.mountpoint + "/f", atomically: false, encoding: .utf8)
             let presenter = try Self.startPresenter(in: scratch, of: "f", answering: "relinquish", behaviour: "ok")
             defer { presenter.stop() }
-            let output = try CoordinationTests.python(#"""
-                import os, errno, subprocess
-                holder = subprocess.Popen(['python3', '-c', "import os, sys; fd = os.open('f', os.O_WRONLY); print('held', flush=True); sys.stdin.readline()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-                holder.stdout.readline()
-                try: os.open('f', os.O_WRONLY | os.O_NONBLOCK); print('opened')
-                except OSError as e: print('nonblock', errno.errorcode[e.errno])
-                holder.communicate(b'\n')
-                """#, in: scratch.mountpoint)
+            let output = try CoordinationTests.python("ControlSocketTests/aPresenterIsGivenBackWhatAFailedWriterAskedFor", in: scratch.mountpoint)
             #expect(output == "nonblock EAGAIN\n", "\(output)")
             // Two asks (the holder, the refused writer), and each ends with its reacquire.
             #expect(eventually { presenter.output.components(separatedBy: "notify reacquire /f").count == 3 },
@@ -238,17 +222,7 @@ import Testing
             let start = try #require(subscribed["sequence"] as? Int)
             // Each save (`open(…, 'w')`, one write, one close: one commit) is one event.
             // Writers that waited for the subscriber would wait for good: give up after 5 minutes.
-            let timing = try run(["timeout", "-s", "KILL", "300", "python3", "-c", """
-                import time
-                took = {'alone': 0.0, 'watched': 0.0}
-                for batch in range(10):
-                    for directory in ('alone', 'watched'):
-                        started = time.monotonic()
-                        for i in range(1000):
-                            with open(directory + '/f', 'w') as f: f.write(str(i))
-                        took[directory] += time.monotonic() - started
-                print(took['alone'], took['watched'])
-                """], in: scratch.mountpoint)
+            let timing = try run(["timeout", "-s", "KILL", "300", "python3", pythonScript("ControlSocketTests/aSubscriberThatNeverReadsSlowsNoWriter")], in: scratch.mountpoint)
             let seconds = timing.output.split(whereSeparator: \.isWhitespace).compactMap { Double($0) }
             #expect(timing.status == 0 && seconds.count == 2, "\(timing)")
             let (alone, watched) = (seconds.first ?? 0, seconds.last ?? .infinity)
@@ -535,9 +509,7 @@ extension ControlSocketTests {
     /// `refuse` refuses; `silent` never answers.
     static func startPresenter(in scratch: Scratch, of name: String, answering answers: String, behaviour: String,
                                content: String = "") throws -> ChildProcess {
-        let script = scratch.root + "/presenter.py"
-        try presenterScript.write(toFile: script, atomically: true, encoding: .utf8)
-        let presenter = try ChildProcess(["/usr/bin/python3", script, scratch.mountpoint + "/" + name, answers, behaviour, content],
+        let presenter = try ChildProcess(["/usr/bin/python3", pythonScript("ControlSocketTests/presenter"), scratch.mountpoint + "/" + name, answers, behaviour, content],
                                        in: scratch.root, output: scratch.root + "/presenter.out")
         guard presenter.eventuallyPrints("ready") else {
             presenter.stop()
@@ -545,41 +517,6 @@ extension ControlSocketTests {
         }
         return presenter
     }
-
-    static let presenterScript = #"""
-        import json, os, socket, sys
-        target, answers, behaviour, content = sys.argv[1:5]
-        where = json.loads(os.getxattr(target, "user.coordfs.control"))
-        connection = socket.socket(socket.AF_UNIX)
-        connection.connect(where["socket"])
-        stream = connection.makefile("rw", encoding="utf-8", newline="\n")
-        def send(**fields):
-            stream.write(json.dumps(fields) + "\n")
-            stream.flush()
-        def reply():
-            message = json.loads(stream.readline())
-            assert "ok" in message, message
-            return message["ok"]
-        send(id=1, op="hello", version=1, client="test presenter")
-        reply()
-        send(id=2, op="present", path=where["path"], answers=answers.split(","))
-        presenter = reply()["presenter"]
-        print("ready", flush=True)
-        for number, line in enumerate(stream, start=3):
-            message = json.loads(line)
-            if "id" in message:
-                print("answered", "accepted" if message.get("ok", {}).get("accepted") else message, flush=True)
-            elif message["push"] == "ask":
-                print("ask", message["kind"], message["path"], message["requester"], flush=True)
-                if behaviour == "save":
-                    with open(target, "w") as file:
-                        file.write(content)
-                if behaviour != "silent":
-                    send(id=number, op="answer", presenter=presenter, request=message["request"],
-                         verdict="refuse" if behaviour == "refuse" else "ok", reason="unsaved changes")
-            elif message["push"] == "notify":
-                print("notify", message["kind"], message["path"], flush=True)
-        """#
 }
 
 extension ChildProcess {

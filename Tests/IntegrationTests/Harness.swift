@@ -14,6 +14,16 @@ let coordfsBinary: String = {
 /// The folder of the Python scripts the tests run (found from this file, so no SwiftPM resources are needed).
 let scriptsDirectory: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Scripts").path
 
+/// The path of a test's Python script `name` ("Suite/test"): `Scripts/<name>.py`.
+func pythonScript(_ name: String) -> String {
+    scriptsDirectory + "/" + name + ".py"
+}
+
+/// `text` as one word for /bin/sh.
+func shellQuoted(_ text: String) -> String {
+    "'" + text.replacingOccurrences(of: "'", with: #"'\''"#) + "'"
+}
+
 /// What every program a test starts gets in its environment: the scripts' shared module on
 /// Python's path (and no bytecode written next to it), and the coordfs binary under test.
 let scriptEnvironment: [String: String] = [
