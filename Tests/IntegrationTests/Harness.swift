@@ -1,7 +1,6 @@
 import CoordFSProtocol
 import Foundation
 import Glibc
-import SystemPackage
 import Testing
 
 /// The coordfs binary the tests mount with: $COORDFS_BINARY (Scripts/test sets it), else the debug build.
@@ -275,21 +274,15 @@ extension Scratch {
             let report = result.status == 0 ? try? JSONDecoder().decode(StatusReport.self, from: Data(result.outputBytes)) : nil
             if let report, fact(report) { return report }
             if ContinuousClock.now >= deadline {
-                throw MountError(message: "waited \(limit) for \(what); the last status: \(result)")
+                throw FactNeverShowed(message: "waited \(limit) for \(what); the last status: \(result)")
             }
             usleep(20_000)
         }
     }
 }
 
-extension StatusReport {
-    /// The claims held on `path` (mount-relative, "/f").
-    func holders(of path: String) -> [ClaimHolderRecord] {
-        claims.held.filter { $0.path == FilePath(path) }
-    }
-
-    /// The requests waiting for a claim on `path`.
-    func waiters(for path: String) -> [ClaimWaiter] {
-        claims.waiting.filter { $0.paths.contains(FilePath(path)) }
-    }
+/// A wait for a fact that ran out of time.
+struct FactNeverShowed: Error, CustomStringConvertible {
+    let message: String
+    var description: String { message }
 }
