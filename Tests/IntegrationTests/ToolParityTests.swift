@@ -199,9 +199,7 @@ import Testing
             // The budget holds: the daemon's descriptors stay near 100 (plus a /dev/fuse clone per
             // worker thread and a few of its own), not one per file seen.
             let descriptors = { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(scratch.daemonID ?? 0)/fd").count) ?? 0 }
-            var waited = 0
-            while descriptors() > 160 && waited < 100 { usleep(20_000); waited += 1 }
-            #expect(descriptors() <= 160, "the daemon holds \(descriptors()) descriptors")
+            #expect(eventually { descriptors() <= 160 }, "the daemon holds \(descriptors()) descriptors")
         }
     }
 }
