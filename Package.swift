@@ -101,6 +101,8 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["CoordFSCore", "CoordFSClient", "CoordFSProtocol", "CoordFSTestSupport", systemPackage],
+            // The Python scripts the tests run, found from #filePath (Harness.swift): not resources.
+            exclude: ["Scripts"],
             swiftSettings: swiftSettings
         ),
     ]

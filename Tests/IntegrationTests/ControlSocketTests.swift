@@ -161,15 +161,7 @@ import Testing
             try "old\n".write(toFile: scratch.mountpoint + "/f", atomically: false, encoding: .utf8)
             let presenter = try Self.startPresenter(in: scratch, of: "f", answering: "relinquish", behaviour: "silent")
             defer { presenter.stop() }
-            let output = try CoordinationTests.python(#"""
-                import subprocess, signal, time
-                waiter = subprocess.Popen(['python3', '-c', "import os, signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT]); signal.signal(signal.SIGINT, signal.default_int_handler); print('waiting', flush=True); os.open('f', os.O_WRONLY | os.O_TRUNC)"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                waiter.stdout.readline(); time.sleep(0.5)
-                start = time.monotonic(); waiter.send_signal(signal.SIGINT); _, errors = waiter.communicate()
-                # A behaviour bound: the 30 s presenter timeout did not have to pass.
-                print('interrupted', b'KeyboardInterrupt' in errors, time.monotonic() - start < 5)
-                print('content', open('f').read().strip())
-                """#, in: scratch.mountpoint)
+            let output = try CoordinationTests.python("ControlSocketTests/anInterruptEndsAWaitForASilentPresenter", in: scratch.mountpoint)
             #expect(output == "interrupted True True\ncontent old\n", "\(output)")
             #expect(presenter.asks.count == 1, "\(presenter.output)")
         }
@@ -182,17 +174,10 @@ import Testing
             try "old\n".write(toFile: scratch.mountpoint + "/f", atomically: false, encoding: .utf8)
             let presenter = try Self.startPresenter(in: scratch, of: "f", answering: "relinquish", behaviour: "ok")
             defer { presenter.stop() }
-            let output = try CoordinationTests.python(#"""
-                import os, errno, subprocess
-                holder = subprocess.Popen(['python3', '-c', "import os, sys; fd = os.open('f', os.O_WRONLY); print('held', flush=True); sys.stdin.readline()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-                holder.stdout.readline()
-                try: os.open('f', os.O_WRONLY | os.O_NONBLOCK); print('opened')
-                except OSError as e: print('nonblock', errno.errorcode[e.errno])
-                holder.communicate(b'\n')
-                """#, in: scratch.mountpoint)
+            let output = try CoordinationTests.python("ControlSocketTests/aPresenterIsGivenBackWhatAFailedWriterAskedFor", in: scratch.mountpoint)
             #expect(output == "nonblock EAGAIN\n", "\(output)")
             // Two asks (the holder, the refused writer), and each ends with its reacquire.
-            #expect(ControlSocketTests.eventually { presenter.output.components(separatedBy: "notify reacquire /f").count == 3 },
+            #expect(eventually { presenter.output.components(separatedBy: "notify reacquire /f").count == 3 },
                     "\(presenter.output)")
             #expect(presenter.asks.count == 2, "\(presenter.output)")
         }
@@ -215,8 +200,7 @@ import Testing
             #expect(counters?["refused"] as? Int == 1, "\(String(describing: counters))")
 
             presenter.stop()
-            #expect(Self.eventually { ((try? Self.status(of: scratch))?["presenters"] as? [Any])?.isEmpty == true },
-                    "the presenter is still registered after its process died")
+            try scratch.waitForStatus("the presenter gone with its process") { $0.presenters.isEmpty }
             let removed = try shell("rm f", in: scratch.mountpoint)
             #expect(removed.status == 0 && removed.errors.isEmpty, "\(removed)")
             #expect(!FileManager.default.fileExists(atPath: scratch.mountpoint + "/f"))
@@ -262,17 +246,7 @@ import Testing
             let start = try #require(subscribed["sequence"] as? Int)
             // Each save (`open(…, 'w')`, one write, one close: one commit) is one event.
             // Writers that waited for the subscriber would wait for good: give up after 5 minutes.
-            let timing = try run(["timeout", "-s", "KILL", "300", "python3", "-c", """
-                import time
-                took = {'alone': 0.0, 'watched': 0.0}
-                for batch in range(10):
-                    for directory in ('alone', 'watched'):
-                        started = time.monotonic()
-                        for i in range(1000):
-                            with open(directory + '/f', 'w') as f: f.write(str(i))
-                        took[directory] += time.monotonic() - started
-                print(took['alone'], took['watched'])
-                """], in: scratch.mountpoint)
+            let timing = try run(["timeout", "-s", "KILL", "300", "python3", pythonScript("ControlSocketTests/aSubscriberThatNeverReadsSlowsNoWriter")], in: scratch.mountpoint)
             let seconds = timing.output.split(whereSeparator: \.isWhitespace).compactMap { Double($0) }
             #expect(timing.status == 0 && seconds.count == 2, "\(timing)")
             let (alone, watched) = (seconds.first ?? 0, seconds.last ?? .infinity)
@@ -336,7 +310,7 @@ import Testing
                 if let sleeper { kill(sleeper, SIGKILL) }
                 holder.stop()
             }
-            #expect(Self.eventually { sleeper != nil })
+            #expect(eventually { sleeper != nil })
 
             let nonblocking = [coordfsBinary, "exec", "--nonblock", "--write", file, "--", "true"]
             let blocked = try run(nonblocking)
@@ -416,12 +390,10 @@ import Testing
                                           coordfsBinary, "watch", "--recursive", "--json", "--count", "3", "--timeout", "20", scratch.mountpoint],
                                          in: scratch.root, output: output)
             defer { watcher.stop() }
-            // Subscribed once status shows a subscription by uid 65534.
-            #expect(Self.eventually {
-                guard let status = try? Self.status(of: scratch) else { return false }
-                let sessions = Set(((status["subscribers"] as? [[String: Any]]) ?? []).compactMap { $0["session"] as? Int })
-                return ((status["connections"] as? [[String: Any]]) ?? []).contains { $0["uid"] as? Int == 65534 && sessions.contains($0["session"] as? Int ?? -1) }
-            }, "nobody's watch did not subscribe")
+            try scratch.waitForStatus("a subscription by uid 65534 (nobody's watch)") { report in
+                let sessions = Set(report.subscribers.map(\.session))
+                return report.connections.contains { $0.uid == 65534 && sessions.contains($0.session) }
+            }
 
             let changes = try shell("""
                 set -e
@@ -554,16 +526,6 @@ extension ControlSocketTests {
         return text
     }
 
-    /// Polls `condition` every 20 ms for up to `limit`.
-    static func eventually(within limit: Duration = .seconds(5), _ condition: () -> Bool) -> Bool {
-        let deadline = ContinuousClock.now + limit
-        while ContinuousClock.now < deadline {
-            if condition() { return true }
-            usleep(20_000)
-        }
-        return condition()
-    }
-
     /// A presenter in a python3 process of its own (not an ancestor of the processes whose
     /// accesses it is asked about) for `name` in the mount. It prints `ready` once registered,
     /// `ask KIND PATH REQUESTER` per ask and `answered accepted` per reply to an answer.
@@ -571,9 +533,7 @@ extension ControlSocketTests {
     /// `refuse` refuses; `silent` never answers.
     static func startPresenter(in scratch: Scratch, of name: String, answering answers: String, behaviour: String,
                                content: String = "") throws -> ChildProcess {
-        let script = scratch.root + "/presenter.py"
-        try presenterScript.write(toFile: script, atomically: true, encoding: .utf8)
-        let presenter = try ChildProcess(["/usr/bin/python3", script, scratch.mountpoint + "/" + name, answers, behaviour, content],
+        let presenter = try ChildProcess(["/usr/bin/python3", pythonScript("ControlSocketTests/presenter"), scratch.mountpoint + "/" + name, answers, behaviour, content],
                                        in: scratch.root, output: scratch.root + "/presenter.out")
         guard presenter.eventuallyPrints("ready") else {
             presenter.stop()
@@ -581,48 +541,13 @@ extension ControlSocketTests {
         }
         return presenter
     }
-
-    static let presenterScript = #"""
-        import json, os, socket, sys
-        target, answers, behaviour, content = sys.argv[1:5]
-        where = json.loads(os.getxattr(target, "user.coordfs.control"))
-        connection = socket.socket(socket.AF_UNIX)
-        connection.connect(where["socket"])
-        stream = connection.makefile("rw", encoding="utf-8", newline="\n")
-        def send(**fields):
-            stream.write(json.dumps(fields) + "\n")
-            stream.flush()
-        def reply():
-            message = json.loads(stream.readline())
-            assert "ok" in message, message
-            return message["ok"]
-        send(id=1, op="hello", version=1, client="test presenter")
-        reply()
-        send(id=2, op="present", path=where["path"], answers=answers.split(","))
-        presenter = reply()["presenter"]
-        print("ready", flush=True)
-        for number, line in enumerate(stream, start=3):
-            message = json.loads(line)
-            if "id" in message:
-                print("answered", "accepted" if message.get("ok", {}).get("accepted") else message, flush=True)
-            elif message["push"] == "ask":
-                print("ask", message["kind"], message["path"], message["requester"], flush=True)
-                if behaviour == "save":
-                    with open(target, "w") as file:
-                        file.write(content)
-                if behaviour != "silent":
-                    send(id=number, op="answer", presenter=presenter, request=message["request"],
-                         verdict="refuse" if behaviour == "refuse" else "ok", reason="unsaved changes")
-            elif message["push"] == "notify":
-                print("notify", message["kind"], message["path"], flush=True)
-        """#
 }
 
 extension ChildProcess {
     /// The lines that report asks (for presenters).
     var asks: [String] { output.split(separator: "\n").map(String.init).filter { $0.hasPrefix("ask ") } }
 
-    func eventuallyPrints(_ text: String, within limit: Duration = .seconds(10)) -> Bool {
-        ControlSocketTests.eventually(within: limit) { output.contains(text) }
+    func eventuallyPrints(_ text: String, within limit: Duration = .seconds(20)) -> Bool {
+        eventually(within: limit) { output.contains(text) }
     }
 }

@@ -1,3 +1,4 @@
+import CoordFSProtocol
 import Foundation
 import Glibc
 import Testing
@@ -8,6 +9,27 @@ let coordfsBinary: String = {
     let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     return packageRoot.appendingPathComponent(".build/debug/coordfs").path
 }()
+
+/// The folder of the Python scripts the tests run (found from this file, so no SwiftPM resources are needed).
+let scriptsDirectory: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Scripts").path
+
+/// The path of a test's Python script `name` ("Suite/test"): `Scripts/<name>.py`.
+func pythonScript(_ name: String) -> String {
+    scriptsDirectory + "/" + name + ".py"
+}
+
+/// `text` as one word for /bin/sh.
+func shellQuoted(_ text: String) -> String {
+    "'" + text.replacingOccurrences(of: "'", with: #"'\''"#) + "'"
+}
+
+/// What every program a test starts gets in its environment: the scripts' shared module on
+/// Python's path (and no bytecode written next to it), and the coordfs binary under test.
+let scriptEnvironment: [String: String] = [
+    "PYTHONPATH": scriptsDirectory,
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "COORDFS_BINARY": coordfsBinary,
+]
 
 struct CommandResult: CustomStringConvertible {
     let status: Int32
@@ -28,6 +50,7 @@ func run(_ arguments: [String], in directory: String? = nil, environment: [Strin
     var env = ProcessInfo.processInfo.environment
     env["LC_ALL"] = "C"
     env["TZ"] = "UTC"
+    env.merge(scriptEnvironment) { _, script in script }
     for (key, value) in environment { env[key] = value }
     process.environment = env
     let output = Pipe(), errors = Pipe(), inputPipe = Pipe()
@@ -223,4 +246,43 @@ func withMount(_ options: [String] = [], sourceLocation: SourceLocation = #_sour
     try scratch.mount(options)
     defer { scratch.unmount(sourceLocation: sourceLocation) }
     try body(scratch)
+}
+
+// MARK: Waiting for facts
+
+/// Polls `condition` every 20 ms until it holds or `limit` has passed (generous: a loaded
+/// machine is slow, not wrong); whether it held.
+func eventually(within limit: Duration = .seconds(20), _ condition: () -> Bool) -> Bool {
+    let deadline = ContinuousClock.now + limit
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        usleep(20_000)
+    }
+    return condition()
+}
+
+extension Scratch {
+    /// Polls the mount's status, as `coordfs status --json` reports it, until `fact` holds, and
+    /// returns that status. A test hands off to another process this way (it holds a claim, it
+    /// waits for one, a presenter was asked) instead of sleeping for a time a loaded machine may
+    /// not keep. Throws, naming `what` and the last status, once `limit` has passed.
+    @discardableResult
+    func waitForStatus(_ what: String, within limit: Duration = .seconds(20), until fact: (StatusReport) -> Bool) throws -> StatusReport {
+        let deadline = ContinuousClock.now + limit
+        while true {
+            let result = try run([coordfsBinary, "status", "--json", mountpoint])
+            let report = result.status == 0 ? try? JSONDecoder().decode(StatusReport.self, from: Data(result.outputBytes)) : nil
+            if let report, fact(report) { return report }
+            if ContinuousClock.now >= deadline {
+                throw FactNeverShowed(message: "waited \(limit) for \(what); the last status: \(result)")
+            }
+            usleep(20_000)
+        }
+    }
+}
+
+/// A wait for a fact that ran out of time.
+struct FactNeverShowed: Error, CustomStringConvertible {
+    let message: String
+    var description: String { message }
 }

@@ -9,17 +9,11 @@ import Testing
 /// gave, and events, `coordfs watch`, `coordfs exec`, `coordfs status` and the client library
 /// give the bytes back. Scripts print bytes as hex, so both transcripts are plain text.
 @Suite(.serialized) struct NameBytesTests {
-    /// What the scripts share beyond SyscallParityTests' prelude.
-    static let helpers = #"""
-        h = lambda b: b.hex()
-        def listing(directory=b'.'):
-            return ' '.join(h(n) for n in sorted(os.listdir(directory)))
-
-        """#
-
-    static func expectParity(_ body: String, in scratch: Scratch, expected: [String],
+    /// `SyscallParityTests.expectPythonParity` for the script `name` (its helpers beyond
+    /// coordtest's are in `Scripts/NameBytesTests/hexnames.py`), then the backing's bytes.
+    static func expectParity(_ name: String, in scratch: Scratch, expected: [String],
                              sourceLocation: SourceLocation = #_sourceLocation) throws {
-        try SyscallParityTests.expectPythonParity(helpers + body, in: scratch, expected: expected, sourceLocation: sourceLocation)
+        try SyscallParityTests.expectPythonParity(name, in: scratch, expected: expected, sourceLocation: sourceLocation)
         expectBackingHoldsWhatTheMountShows(scratch, sourceLocation: sourceLocation)
     }
 
@@ -38,56 +32,13 @@ import Testing
 
     @Test func everyByteMayBeInAName() throws {
         try withMount { scratch in
-            try Self.expectParity(#"""
-                # One file per byte value ('.' alone is no name: three of them), and a name of all of them.
-                singles = [bytes([b]) if b != 0x2E else b'...' for b in range(1, 256) if b != 0x2F]
-                everything = bytes(b for b in range(1, 256) if b != 0x2F)
-                mixed = [b'x' + bytes([b]) + b'\xff' + bytes([b]) for b in range(1, 256) if b != 0x2F]
-                for name in singles + mixed + [everything]:
-                    write(name, name)
-                print('names', len(os.listdir(b'.')))
-                for name in sorted(os.listdir(b'.')):
-                    assert content(name) == name, name
-                print(listing())
-                # Each renamed, then every other one removed; the rest read back.
-                for name in singles:
-                    os.rename(name, b'r' + name)
-                for name in mixed[::2]:
-                    os.unlink(name)
-                t('stat gone', os.stat, mixed[0])
-                t('stat renamed', lambda: os.stat(b'r\xff').st_size)
-                print(listing())
-                os.mkdir(everything[:100] + b'.d')
-                os.rename(b'r\x80', everything[:100] + b'.d/' + b'\x80\x81')
-                print(listing(everything[:100] + b'.d'))
-                """#, in: scratch, expected: ["names 509", "stat gone ENOENT", "stat renamed 1"])
+            try Self.expectParity("NameBytesTests/everyByteMayBeInAName", in: scratch, expected: ["names 509", "stat gone ENOENT", "stat renamed 1"])
         }
     }
 
     @Test func longNamesWithBadBytes() throws {
         try withMount { scratch in
-            try Self.expectParity(#"""
-                long = b'\xff\xfe' * 127 + b'\x80'            # 255 bytes, none of them UTF-8
-                other = b'a' * 250 + b'\xc3\x28\xe2\x82\x28'    # 255 bytes, ending in broken sequences
-                too_long = long + b'\x81'                     # 256 bytes
-                t('create 255', write, long, 'long')
-                t('stat 255', lambda: os.stat(long).st_size)
-                t('rename 255 to 255', os.rename, long, other)
-                t('stat old', os.stat, long)
-                t('read renamed', content, other)
-                t('mkdir 255', os.mkdir, long)
-                t('rename into dir', os.rename, other, long + b'/' + other)
-                print(listing(), '|', listing(long))
-                t('unlink 255', os.unlink, long + b'/' + other)
-                t('rmdir 255', os.rmdir, long)
-                t('create 256', write, too_long, 'x')
-                t('stat 256', os.stat, too_long)
-                t('mkdir 256', os.mkdir, too_long)
-                write(b'short', 'y')
-                t('rename to 256', os.rename, b'short', too_long)
-                t('symlink at 256', os.symlink, b'target', too_long)
-                print(listing())
-                """#, in: scratch, expected: [
+            try Self.expectParity("NameBytesTests/longNamesWithBadBytes", in: scratch, expected: [
                     "create 255 ok", "stat 255 4", "rename 255 to 255 ok", "stat old ENOENT", "read renamed b'long'",
                     "unlink 255 ok", "rmdir 255 ok",
                     "create 256 ENAMETOOLONG", "stat 256 ENAMETOOLONG", "mkdir 256 ENAMETOOLONG",
@@ -99,21 +50,7 @@ import Testing
     /// A name that is not UTF-8 and its U+FFFD repair are two names, two files.
     @Test func aNameAndItsRepairAreTwoFiles() throws {
         try withMount { scratch in
-            try Self.expectParity(#"""
-                raw = b'bad\xff\xfename'
-                repaired = 'bad\ufffd\ufffdname'.encode()
-                write(raw, 'raw')
-                t('repaired before', os.stat, repaired)
-                write(repaired, 'repaired')
-                print('both', listing())
-                t('raw', content, raw)
-                t('repaired', content, repaired)
-                os.mkdir(b'd\xff')
-                t('repaired dir', os.listdir, 'd\ufffd'.encode())
-                os.unlink(repaired)
-                t('raw after', content, raw)
-                print('left', listing())
-                """#, in: scratch, expected: [
+            try Self.expectParity("NameBytesTests/aNameAndItsRepairAreTwoFiles", in: scratch, expected: [
                     "repaired before ENOENT", "both 626164efbfbdefbfbd6e616d65 626164fffe6e616d65",
                     "raw b'raw'", "repaired b'repaired'", "repaired dir ENOENT", "raw after b'raw'",
                 ])
@@ -122,37 +59,13 @@ import Testing
 
     @Test func symlinkTargetsAreBytes() throws {
         try withMount { scratch in
-            try Self.expectParity(#"""
-                targets = [b'tar\xffget', bytes(range(1, 256)), b'\xc3\x28/\x80', 'bad\ufffd'.encode(), b'../\xfe\xfd']
-                for index, target in enumerate(targets):
-                    os.symlink(target, b'link\xff%d' % index)
-                for index, target in enumerate(targets):
-                    got = os.readlink(b'link\xff%d' % index)
-                    print('readlink', index, got == target)
-                print('hex', h(os.readlink(b'link\xff0')))
-                print(listing())
-                """#, in: scratch, expected: (0..<5).map { "readlink \($0) True" } + ["hex 746172ff676574"])
+            try Self.expectParity("NameBytesTests/symlinkTargetsAreBytes", in: scratch, expected: (0..<5).map { "readlink \($0) True" } + ["hex 746172ff676574"])
         }
     }
 
     @Test func extendedAttributeNamesAndValuesAreBytes() throws {
         try withMount { scratch in
-            try Self.expectParity(#"""
-                write(b'f\xff', 'x')
-                os.mkdir(b'd\xfe')
-                names = [b'user.n\xffame', b'user.' + bytes(range(0x80, 0x100)), 'user.bad\ufffd'.encode(), b'user.plain']
-                values = [b'v\xff\x00al', bytes(range(256)), b'', b'plain']
-                for target in (b'f\xff', b'd\xfe'):
-                    for name, value in zip(names, values):
-                        t('set', os.setxattr, target, name, value)
-                    print('list', sorted(h(os.fsencode(n)) for n in os.listxattr(target)))
-                    for name, value in zip(names, values):
-                        print('get', h(name)[:24], os.getxattr(target, name) == value)
-                    t('remove', os.removexattr, target, names[0])
-                    t('get removed', os.getxattr, target, names[0])
-                    t('remove repaired twin', os.removexattr, target, 'user.n\ufffdame'.encode())
-                t('control not listed', lambda: any(b'coordfs' in os.fsencode(n) for n in os.listxattr(b'f\xff')))
-                """#, in: scratch, expected: [
+            try Self.expectParity("NameBytesTests/extendedAttributeNamesAndValuesAreBytes", in: scratch, expected: [
                     "set ok", "get 757365722e6eff616d65 True", "get removed ENODATA", "remove repaired twin ENODATA",
                     "control not listed False",
                 ])
@@ -232,7 +145,7 @@ import Testing
             // While exec holds the file, a non-blocking writer of it is refused, a writer of its
             // repair is not, and status shows the exact path.
             let result = try shell(#"""
-                '\#(coordfsBinary)' exec --write "$(printf 'd\377/f\376')" -- sh -c 'echo > held.flag; sleep 5' &
+                '\#(coordfsBinary)' exec --write "$(printf 'd\377/f\376')" -- sh -c 'echo > held.flag; while [ ! -e release.flag ]; do sleep 0.05; done' &
                 while [ ! -e held.flag ]; do sleep 0.05; done
                 /usr/bin/python3 -c '
                 import os
@@ -247,6 +160,7 @@ import Testing
                 '
                 '\#(coordfsBinary)' status --json . > status.json
                 '\#(coordfsBinary)' status "$(printf 'd\377')" | grep -q '^events:' && echo located
+                echo > release.flag
                 wait
                 """#, in: scratch.mountpoint)
             #expect(result.status == 0, "\(result)")

@@ -43,53 +43,18 @@ import Testing
         }
     }
 
-    /// Sets up as root, runs `body` (python, after the shared prelude) as nobody in both
-    /// directories, expects parity (owners included) and each line of `expected` in the output.
-    static func expectParityAsNobody(_ body: String, in scratch: Scratch, expected: [String],
+    /// Sets up as root, runs the script `name` as nobody in both directories (its helper `who`
+    /// is in `Scripts/PermissionTests/owners.py`), expects parity (owners included) and each
+    /// line of `expected` in the output.
+    static func expectParityAsNobody(_ name: String, in scratch: Scratch, expected: [String],
                                      sourceLocation: SourceLocation = #_sourceLocation) throws {
         try setUp(scratch, sourceLocation: sourceLocation)
-        try SyscallParityTests.expectPythonParity(body, in: scratch, user: nobody, expected: expected, sourceLocation: sourceLocation)
+        try SyscallParityTests.expectPythonParity(name, in: scratch, user: nobody, expected: expected, sourceLocation: sourceLocation)
     }
-
-    /// Python helper for the scripts below: owner and mode of a path, as ls would tell.
-    static let owners = #"""
-        def who(*paths):
-            out = []
-            for p in paths:
-                s = os.lstat(p)
-                out.append('%s=%d:%d:%o' % (p, s.st_uid, s.st_gid, stat.S_IMODE(s.st_mode)))
-            return ' '.join(out)
-        os.umask(0o022)
-        print('running as', os.getuid(), os.getgid(), os.getgroups())
-
-        """#
 
     @Test func newObjectsBelongToTheirCreator() throws {
         try withMount(["--allow-other"]) { scratch in
-            try Self.expectParityAsNobody(Self.owners + #"""
-                write('shared/file', 'mine', 0o640)
-                os.mkdir('shared/dir', 0o750)
-                os.symlink('file', 'shared/link')
-                os.mkfifo('shared/fifo', 0o600)
-                import socket; sock = socket.socket(socket.AF_UNIX); sock.bind('shared/sock'); sock.close()
-                fd = os.open('shared/excl', os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o4777); os.close(fd) # umask 022 applies
-                os.mkdir('shared/dir/nested')
-                write('shared/dir/nested/deep', 'deep')
-                print(who('shared/file', 'shared/dir', 'shared/link', 'shared/fifo', 'shared/sock', 'shared/excl', 'shared/dir/nested', 'shared/dir/nested/deep'))
-                os.link('shared/file', 'shared/hard'); print(who('shared/hard'), links('shared/file'))
-                # in a setgid directory: the directory's group, and subdirectories stay setgid
-                write('g/file', 'x')
-                os.mkdir('g/sub'); os.mkdir('g/sub/deeper'); os.symlink('file', 'g/link'); os.mkfifo('g/fifo')
-                write('g/sub/deeper/file', 'y')
-                print(who('g/file', 'g/sub', 'g/sub/deeper', 'g/link', 'g/fifo', 'g/sub/deeper/file', 'g/rootmade', 'g/rootdir'))
-                # a setgid bit nobody may not hold (group 100 is not its group) is dropped
-                fd = os.open('g/sgid-file', os.O_CREAT | os.O_WRONLY, 0o2755); os.close(fd)
-                t('chmod g+s on a file of group 100', os.chmod, 'g/file', 0o2755)
-                t('chmod g+s in own group', os.chmod, 'shared/file', 0o2750)
-                print(who('g/sgid-file', 'g/file', 'shared/file'))
-                t('chgrp to own group', os.chown, 'g/file', -1, 65534)
-                print(who('g/file'))
-                """#, in: scratch, expected: [
+            try Self.expectParityAsNobody("PermissionTests/newObjectsBelongToTheirCreator", in: scratch, expected: [
                     "running as 65534 65534 []",
                     "shared/file=65534:65534:640 shared/dir=65534:65534:750 shared/link=65534:65534:777 shared/fifo=65534:65534:600 "
                         + "shared/sock=65534:65534:755 shared/excl=65534:65534:4755 shared/dir/nested=65534:65534:755 shared/dir/nested/deep=65534:65534:644",
@@ -103,28 +68,7 @@ import Testing
 
     @Test func accessToOthersFilesIsChecked() throws {
         try withMount(["--allow-other"]) { scratch in
-            try Self.expectParityAsNobody(Self.owners + #"""
-                t('read 0600 root file', content, 'private')
-                t('read 0644 root file', content, 'public')
-                t('write 0644 root file', touch_open, 'public', os.O_WRONLY)
-                t('truncate 0644 root file', os.truncate, 'public', 0)
-                t('create in the 0755 root', touch_open, 'new', os.O_CREAT | os.O_WRONLY)
-                t('create in a 0755 root dir', touch_open, 'closed/new', os.O_CREAT | os.O_WRONLY)
-                t('mkdir in a 0755 root dir', os.mkdir, 'closed/d')
-                t('symlink in a 0755 root dir', os.symlink, 'x', 'closed/l')
-                t('mkfifo in a 0755 root dir', os.mkfifo, 'closed/f')
-                t('rename out of a 0755 root dir', os.rename, 'public', 'shared/public')
-                t('unlink in a 0755 root dir', os.unlink, 'public')
-                t('list a 0700 dir', os.listdir, 'secret')
-                t('stat inside a 0700 dir', os.stat, 'secret/x')
-                t('list a 0711 dir', os.listdir, 'traverse')
-                t('read a known name in a 0711 dir', content, 'traverse/known')
-                t('hard link to a 0600 root file', os.link, 'private', 'shared/hard')
-                print('access', os.access('private', os.R_OK), os.access('public', os.R_OK), os.access('public', os.W_OK),
-                      os.access('closed', os.W_OK), os.access('shared', os.W_OK), os.access('secret', os.X_OK), os.access('traverse', os.X_OK))
-                t('xattr on a root file', os.setxattr, 'public', 'user.x', b'1')
-                t('read xattr of a 0600 root file', os.getxattr, 'private', 'user.x')
-                """#, in: scratch, expected: [
+            try Self.expectParityAsNobody("PermissionTests/accessToOthersFilesIsChecked", in: scratch, expected: [
                     "read 0600 root file EACCES",
                     "read 0644 root file b'public\\n'",
                     "write 0644 root file EACCES",
@@ -141,22 +85,7 @@ import Testing
 
     @Test func onlyOwnersChangeModesAndOwners() throws {
         try withMount(["--allow-other"]) { scratch in
-            try Self.expectParityAsNobody(Self.owners + #"""
-                t('chmod root file', os.chmod, 'public', 0o666)
-                t('chmod root 0666 file', os.chmod, 'shared/rootfile', 0o600)
-                t('chown root file to nobody', os.chown, 'public', 65534, 65534)
-                t('chgrp root file', os.chown, 'public', -1, 65534)
-                t('chown root file to itself', os.chown, 'public', 0, 0)
-                write('shared/mine', 'mine')
-                t('give own file to root', os.chown, 'shared/mine', 0, -1)
-                t('chgrp own file to a foreign group', os.chown, 'shared/mine', -1, 100)
-                t('chown own file to itself', os.chown, 'shared/mine', 65534, 65534)
-                t('chmod own file', os.chmod, 'shared/mine', 0o4700)
-                os.symlink('mine', 'shared/mylink')
-                t('lchown own symlink', os.lchown, 'shared/mylink', 65534, -1)
-                t('lchown root file through own symlink', os.chown, 'shared/mylink', 0, 0)
-                print(who('public', 'shared/rootfile', 'shared/mine', 'shared/mylink'))
-                """#, in: scratch, expected: [
+            try Self.expectParityAsNobody("PermissionTests/onlyOwnersChangeModesAndOwners", in: scratch, expected: [
                     "chmod root file EPERM",
                     "chmod root 0666 file EPERM",
                     "chown root file to nobody EPERM",
@@ -170,24 +99,7 @@ import Testing
 
     @Test func stickyDirectoryProtectsOthersEntries() throws {
         try withMount(["--allow-other"]) { scratch in
-            try Self.expectParityAsNobody(Self.owners + #"""
-                write('shared/mine', 'mine'); write('shared/mine2', 'mine2'); os.mkdir('shared/mydir')
-                t('unlink root file', os.unlink, 'shared/rootfile')
-                t('rename root file', os.rename, 'shared/rootfile', 'shared/stolen')
-                t('rename root file out', os.rename, 'shared/rootfile', 'pub/stolen')
-                t('rename own file over root file', os.rename, 'shared/mine2', 'shared/rootfile')
-                t('exchange own file with root file', renameat2, 'shared/mine2', 'shared/rootfile', RENAME_EXCHANGE)
-                t('rmdir root dir', os.rmdir, 'shared/rootdir')
-                t('write into root 0777 dir', write, 'shared/rootdir/x', 'x')
-                t('hard link to root 0666 file', os.link, 'shared/rootfile2', 'shared/mylink-to-root')
-                t('unlink own hard link to root file', os.unlink, 'shared/mylink-to-root')
-                t('rename own file', os.rename, 'shared/mine', 'shared/mine-renamed')
-                t('rename own dir', os.rename, 'shared/mydir', 'shared/mydir-renamed')
-                t('unlink own file', os.unlink, 'shared/mine2')
-                t('O_CREAT on root file', touch_open, 'shared/rootfile', os.O_WRONLY | os.O_CREAT)
-                t('append to root 0666 file', lambda: os.write(os.open('shared/rootfile', os.O_WRONLY | os.O_APPEND), b'more'))
-                print(sorted(os.listdir('shared')), content('shared/rootfile'))
-                """#, in: scratch, expected: [
+            try Self.expectParityAsNobody("PermissionTests/stickyDirectoryProtectsOthersEntries", in: scratch, expected: [
                     "unlink root file EPERM",
                     "rename root file EPERM",
                     "rename root file out EPERM",
@@ -203,23 +115,7 @@ import Testing
     /// UTIME_NOW needs write access; an explicit time needs ownership.
     @Test func timesOnOthersFiles() throws {
         try withMount(["--allow-other"]) { scratch in
-            try Self.expectParityAsNobody(Self.owners + #"""
-                NOW, OMIT = (0, UTIME_NOW), (0, UTIME_OMIT)
-                recent = lambda ns: abs(ns - time.time_ns()) < 60 * 10**9
-                before = os.stat('shared/rootfile')
-                t('touch root 0666 file', os.utime, 'shared/rootfile')
-                after = os.stat('shared/rootfile'); print('touched', recent(after.st_mtime_ns), recent(after.st_atime_ns))
-                t('explicit times on root 0666 file', os.utime, 'shared/rootfile', (1, 1))
-                t('explicit mtime, atime omitted', utimens, 'shared/rootfile', OMIT, (5, 0))
-                t('now and omit on root 0666 file', utimens, 'shared/rootfile', NOW, OMIT)
-                t('both omitted on root 0666 file', utimens, 'shared/rootfile', OMIT, OMIT)
-                t('touch root 0644 file', os.utime, 'public')
-                t('touch with the touch tool', lambda: subprocess.run(['touch', '-c', 'shared/rootfile2']).returncode)
-                print('public untouched', os.stat('public').st_mtime_ns == 978307200 * 10**9)
-                write('shared/mine', 'x')
-                t('explicit times on own file', os.utime, 'shared/mine', ns=(1000000000000000001, 1000000000000000002))
-                s = os.stat('shared/mine'); print(s.st_atime_ns, s.st_mtime_ns)
-                """#, in: scratch, expected: [
+            try Self.expectParityAsNobody("PermissionTests/timesOnOthersFiles", in: scratch, expected: [
                     "touch root 0666 file ok",
                     "touched True True",
                     "explicit times on root 0666 file EPERM",
@@ -235,20 +131,7 @@ import Testing
     /// execute) as on the bare disk, although the daemon that does the write is root.
     @Test func writesClearSetIDBits() throws {
         try withMount(["--allow-other"]) { scratch in
-            try Self.expectParityAsNobody(Self.owners + #"""
-                def append(path):
-                    fd = os.open(path, os.O_WRONLY | os.O_APPEND); os.write(fd, b'more'); os.close(fd)
-                for name in ('setuid', 'setgid', 'setuid-noexec'):
-                    append('pub/' + name)
-                print(who('pub/setuid', 'pub/setgid', 'pub/setuid-noexec'))
-                touch_open('pub/setuid-trunc', os.O_WRONLY | os.O_TRUNC)
-                os.truncate('pub/setuid-truncate', 1)
-                # a query for the mode alone must not be answered from stale cached attributes
-                print(subprocess.run(['stat', '-c', '%a %n', 'pub/setuid-trunc', 'pub/setuid-truncate'], capture_output=True, text=True).stdout.strip())
-                print(who('pub/setuid-trunc', 'pub/setuid-truncate'))
-                t('write a 4755 root file', append, 'pub/root-only')
-                print(who('pub/root-only'), content('pub/setuid'))
-                """#, in: scratch, expected: [
+            try Self.expectParityAsNobody("PermissionTests/writesClearSetIDBits", in: scratch, expected: [
                     "pub/setuid=0:0:777 pub/setgid=0:0:777 pub/setuid-noexec=0:0:666",
                     "777 pub/setuid-trunc",
                     "pub/setuid-trunc=0:0:777 pub/setuid-truncate=0:0:777",
@@ -291,15 +174,7 @@ import Testing
                 echo root > pub/new && chmod 644 pub/new && cp -p pub/new pub/new2
                 """, in: scratch.backing)
             #expect(behind.status == 0, "\(behind)")
-            let asNobody = try shell(SyscallParityTests.python(#"""
-                def append(path, data):
-                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666); os.write(fd, data); os.close(fd)
-                t('append to root 0600 file', append, 'shared/x', b'pwned')
-                t('append to root 0666 file', append, 'shared/y', b'more')
-                t('append to own file', append, 'shared/z', b'more')
-                t('exclusive create', touch_open, 'pub/new2', os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-                t('truncating create of root 0644 file', touch_open, 'pub/new', os.O_CREAT | os.O_TRUNC | os.O_WRONLY)
-                """#), in: scratch.mountpoint, user: Self.nobody)
+            let asNobody = try shell(SyscallParityTests.python("PermissionTests/createOnANameMadeBehindTheMount"), in: scratch.mountpoint, user: Self.nobody)
             #expect(asNobody.output == """
                 append to root 0600 file EACCES
                 append to root 0666 file ok
@@ -332,14 +207,7 @@ import Testing
         try withMount { scratch in
             let setup = try shell("echo hi > file && chmod 644 file && mkdir dir", in: scratch.mountpoint)
             #expect(setup.status == 0, "\(setup)")
-            let script = SyscallParityTests.python(#"""
-                t('stat the mount', lambda: stat.S_ISDIR(os.stat('mnt').st_mode))
-                t('list the mount', lambda: sorted(os.listdir('mnt')))
-                t('read a file', content, 'mnt/file')
-                t('stat a file', lambda: os.stat('mnt/file').st_size)
-                t('access', os.access, 'mnt/file', os.R_OK)
-                t('chdir into the mount', os.chdir, 'mnt/dir')
-                """#)
+            let script = SyscallParityTests.python("PermissionTests/otherUsersAreKeptOutWithoutAllowOther")
             let asNobody = try shell(script, in: scratch.root, user: Self.nobody)
             #expect(asNobody.output == """
                 stat the mount EACCES

@@ -90,29 +90,7 @@ import Testing
 
     @Test func pythonFileOperations() throws {
         try withMount { scratch in
-            try expectParity("""
-                /usr/bin/python3 - <<'PY'
-                import os, shutil
-                with open('f.txt', 'w') as f: f.write('abc' * 1000)
-                with open('f.txt', 'a') as f: f.write('tail')
-                with open('f.txt', 'r+b') as f:
-                    f.seek(10); f.write(b'XYZ'); f.truncate(2000)
-                    f.seek(0); print(len(f.read()))
-                print(os.stat('f.txt').st_size)
-                os.makedirs('d/e/f'); os.rename('f.txt', 'd/e/g.txt'); os.replace('d/e/g.txt', 'd/h.txt')
-                print(sorted(os.listdir('d')), sorted(os.listdir('d/e')))
-                shutil.copytree('d', 'd2'); shutil.rmtree('d/e')
-                fd = os.open('sparse', os.O_CREAT | os.O_WRONLY, 0o640)
-                os.pwrite(fd, b'end', 1 << 20); os.close(fd)
-                print(os.stat('sparse').st_size)
-                os.symlink('d/h.txt', 'sym'); print(os.readlink('sym'), open('sym').read()[:5])
-                os.link('sparse', 'sparse2'); print(os.stat('sparse').st_nlink)
-                os.chmod('sparse2', 0o604); print(oct(os.stat('sparse').st_mode))
-                os.mkfifo('fifo', 0o600)
-                import socket; s = socket.socket(socket.AF_UNIX); s.bind('sock'); s.close()
-                for name in sorted(os.listdir('.')): print(name)
-                PY
-                """, in: scratch)
+            try expectParity("/usr/bin/python3 \(shellQuoted(pythonScript("ToolParityTests/pythonFileOperations")))\n", in: scratch)
         }
     }
 
@@ -195,9 +173,11 @@ import Testing
         try withMount { scratch in
             try expectParity("""
                 echo x > lock
-                flock lock -c 'sleep 1' & sleep 0.3
+                flock lock -c 'touch held; while [ ! -e release ]; do sleep 0.05; done; rm held release' &
+                while [ ! -e held ]; do sleep 0.05; done
                 flock -n lock -c 'echo got it' ; echo "nonblocking: $?"
-                flock -w 5 lock -c 'echo waited' ; echo "waiting: $?"
+                (sleep 0.3; touch release) &
+                flock -w 20 lock -c 'echo waited' ; echo "waiting: $?"
                 wait
                 """, in: scratch)
         }
@@ -219,9 +199,7 @@ import Testing
             // The budget holds: the daemon's descriptors stay near 100 (plus a /dev/fuse clone per
             // worker thread and a few of its own), not one per file seen.
             let descriptors = { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(scratch.daemonID ?? 0)/fd").count) ?? 0 }
-            var waited = 0
-            while descriptors() > 160 && waited < 100 { usleep(20_000); waited += 1 }
-            #expect(descriptors() <= 160, "the daemon holds \(descriptors()) descriptors")
+            #expect(eventually { descriptors() <= 160 }, "the daemon holds \(descriptors()) descriptors")
         }
     }
 }

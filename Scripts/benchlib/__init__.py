@@ -1,0 +1,2 @@
+"""The modules of Scripts/bench (see its --help): common.py, the pieces every part uses;
+events.py, the events workload."""

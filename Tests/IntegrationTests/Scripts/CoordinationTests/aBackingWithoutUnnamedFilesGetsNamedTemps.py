@@ -1,0 +1,9 @@
+import os, sys
+saving = os.open('d/existing', os.O_WRONLY | os.O_TRUNC)
+os.write(saving, b'uncommitted')
+creating = os.open('d/new', os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+os.write(creating, b'not there yet')
+print('in flight', sorted(os.listdir('d')), os.path.exists('d/new'), flush=True)
+sys.stdin.readline()
+os.close(saving); os.close(creating)
+print('closed', sorted(os.listdir('d')), open('d/existing').read(), open('d/new').read())

@@ -1,0 +1,17 @@
+import os, errno, subprocess, time, signal
+from coordtest import wait_until_released, wait_until_waiting
+with open('f', 'w') as f: f.write('x')
+holder = subprocess.Popen(['python3', '-c', "import os, sys; fd=os.open('f', os.O_WRONLY); print('held', flush=True); sys.stdin.readline()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+holder.stdout.readline()
+try: os.open('f', os.O_WRONLY | os.O_NONBLOCK); print('nonblock opened')
+except OSError as e: print('nonblock', errno.errorcode[e.errno])
+start = time.monotonic()
+try: os.open('f', os.O_WRONLY); print('opened')
+except OSError as e: print('timeout', errno.errorcode[e.errno], round(time.monotonic() - start))
+print('reader', open('f').read())
+waiter = subprocess.Popen(['python3', '-c', "import os, signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT]); signal.signal(signal.SIGINT, signal.default_int_handler); print('waiting', flush=True); os.open('f', os.O_WRONLY)"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+waiter.stdout.readline(); wait_until_waiting('/f', pid=waiter.pid)
+start = time.monotonic(); waiter.send_signal(signal.SIGINT); _, errors = waiter.communicate()
+print('interrupted', b'KeyboardInterrupt' in errors, time.monotonic() - start < 0.6)
+holder.communicate(b'\n'); wait_until_released('/f')
+fd = os.open('f', os.O_WRONLY); os.close(fd); print('free')

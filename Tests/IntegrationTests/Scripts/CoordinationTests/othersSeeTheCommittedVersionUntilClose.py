@@ -1,0 +1,16 @@
+import os, subprocess
+def other(*args): return subprocess.run(args, capture_output=True, text=True).stdout.strip() or 'missing'
+with open('f', 'w') as f: f.write('old')
+fd = os.open('f', os.O_WRONLY | os.O_TRUNC)
+os.write(fd, b'new and longer')
+print('owner', os.fstat(fd).st_size, open('f').read(), os.stat('f').st_size)
+print('other', other('cat', 'f'), other('stat', '-c', '%s', 'f'))
+os.close(fd)
+print('after', other('cat', 'f'), other('stat', '-c', '%s', 'f'))
+fd = os.open('new', os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+os.write(fd, b'fresh')
+print('created', os.path.exists('new'), 'new' in os.listdir('.') or 'unlisted', other('cat', 'new'))
+os.rename('new', 'final')
+print('renamed', open('final').read(), other('cat', 'final'))
+os.close(fd)
+print('closed', other('cat', 'final'), sorted(os.listdir('.')))

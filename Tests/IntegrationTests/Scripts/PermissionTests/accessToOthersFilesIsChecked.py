@@ -1,0 +1,22 @@
+from coordtest import *
+from owners import who
+t('read 0600 root file', content, 'private')
+t('read 0644 root file', content, 'public')
+t('write 0644 root file', touch_open, 'public', os.O_WRONLY)
+t('truncate 0644 root file', os.truncate, 'public', 0)
+t('create in the 0755 root', touch_open, 'new', os.O_CREAT | os.O_WRONLY)
+t('create in a 0755 root dir', touch_open, 'closed/new', os.O_CREAT | os.O_WRONLY)
+t('mkdir in a 0755 root dir', os.mkdir, 'closed/d')
+t('symlink in a 0755 root dir', os.symlink, 'x', 'closed/l')
+t('mkfifo in a 0755 root dir', os.mkfifo, 'closed/f')
+t('rename out of a 0755 root dir', os.rename, 'public', 'shared/public')
+t('unlink in a 0755 root dir', os.unlink, 'public')
+t('list a 0700 dir', os.listdir, 'secret')
+t('stat inside a 0700 dir', os.stat, 'secret/x')
+t('list a 0711 dir', os.listdir, 'traverse')
+t('read a known name in a 0711 dir', content, 'traverse/known')
+t('hard link to a 0600 root file', os.link, 'private', 'shared/hard')
+print('access', os.access('private', os.R_OK), os.access('public', os.R_OK), os.access('public', os.W_OK),
+      os.access('closed', os.W_OK), os.access('shared', os.W_OK), os.access('secret', os.X_OK), os.access('traverse', os.X_OK))
+t('xattr on a root file', os.setxattr, 'public', 'user.x', b'1')
+t('read xattr of a 0600 root file', os.getxattr, 'private', 'user.x')

@@ -1,0 +1,16 @@
+from coordtest import *
+from owners import who
+t('chmod root file', os.chmod, 'public', 0o666)
+t('chmod root 0666 file', os.chmod, 'shared/rootfile', 0o600)
+t('chown root file to nobody', os.chown, 'public', 65534, 65534)
+t('chgrp root file', os.chown, 'public', -1, 65534)
+t('chown root file to itself', os.chown, 'public', 0, 0)
+write('shared/mine', 'mine')
+t('give own file to root', os.chown, 'shared/mine', 0, -1)
+t('chgrp own file to a foreign group', os.chown, 'shared/mine', -1, 100)
+t('chown own file to itself', os.chown, 'shared/mine', 65534, 65534)
+t('chmod own file', os.chmod, 'shared/mine', 0o4700)
+os.symlink('mine', 'shared/mylink')
+t('lchown own symlink', os.lchown, 'shared/mylink', 65534, -1)
+t('lchown root file through own symlink', os.chown, 'shared/mylink', 0, 0)
+print(who('public', 'shared/rootfile', 'shared/mine', 'shared/mylink'))

@@ -1,0 +1,18 @@
+from coordtest import *
+from owners import who
+write('shared/mine', 'mine'); write('shared/mine2', 'mine2'); os.mkdir('shared/mydir')
+t('unlink root file', os.unlink, 'shared/rootfile')
+t('rename root file', os.rename, 'shared/rootfile', 'shared/stolen')
+t('rename root file out', os.rename, 'shared/rootfile', 'pub/stolen')
+t('rename own file over root file', os.rename, 'shared/mine2', 'shared/rootfile')
+t('exchange own file with root file', renameat2, 'shared/mine2', 'shared/rootfile', RENAME_EXCHANGE)
+t('rmdir root dir', os.rmdir, 'shared/rootdir')
+t('write into root 0777 dir', write, 'shared/rootdir/x', 'x')
+t('hard link to root 0666 file', os.link, 'shared/rootfile2', 'shared/mylink-to-root')
+t('unlink own hard link to root file', os.unlink, 'shared/mylink-to-root')
+t('rename own file', os.rename, 'shared/mine', 'shared/mine-renamed')
+t('rename own dir', os.rename, 'shared/mydir', 'shared/mydir-renamed')
+t('unlink own file', os.unlink, 'shared/mine2')
+t('O_CREAT on root file', touch_open, 'shared/rootfile', os.O_WRONLY | os.O_CREAT)
+t('append to root 0666 file', lambda: os.write(os.open('shared/rootfile', os.O_WRONLY | os.O_APPEND), b'more'))
+print(sorted(os.listdir('shared')), content('shared/rootfile'))

@@ -1,0 +1,11 @@
+from coordtest import *
+write('f', 'x'); os.mkdir('d'); os.mkdir('e'); write('e/inside', 'y')
+t('open dir write-only', touch_open, 'd', os.O_WRONLY)
+t('open dir read-write', touch_open, 'd', os.O_RDWR)
+t('open dir with O_CREAT', touch_open, 'd', os.O_CREAT | os.O_WRONLY)
+t('open dir with O_TRUNC', touch_open, 'd', os.O_RDONLY | os.O_TRUNC)
+t('unlink dir', os.unlink, 'd')
+t('rename file onto empty dir', os.rename, 'f', 'd')
+t('rename file onto non-empty dir', os.rename, 'f', 'e')
+t('read a dir', lambda: os.read(os.open('d', os.O_RDONLY), 10))
+print(kind('f'), kind('d'), content('f'))

@@ -1,0 +1,16 @@
+from coordtest import *
+long, longest = 'n' * 256, 'm' * 255
+write('f', 'x')
+t('create 256', touch_open, long, os.O_CREAT | os.O_WRONLY)
+t('stat 256', os.stat, long)
+t('mkdir 256', os.mkdir, long)
+t('symlink 256', os.symlink, 'f', long)
+t('link 256', os.link, 'f', long)
+t('rename to 256', os.rename, 'f', long)
+t('create 255', touch_open, longest, os.O_CREAT | os.O_WRONLY)
+t('rename 255', os.rename, longest, longest[:-1] + 'x')
+t('stat 255', lambda: os.stat(longest[:-1] + 'x').st_size)
+t('symlink to a 4095-byte target', os.symlink, 'x' * 4095, 'long-target')
+t('readlink it', lambda: len(os.readlink('long-target')))
+t('symlink to a 4096-byte target', os.symlink, 'x' * 4096, 'too-long-target')
+print(sorted(n[:8] + '..%d' % len(n) for n in os.listdir('.')))

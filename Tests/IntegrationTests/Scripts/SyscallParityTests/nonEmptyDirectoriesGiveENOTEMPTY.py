@@ -1,0 +1,12 @@
+from coordtest import *
+os.makedirs('full/inner'); write('full/file', 'x'); os.mkdir('empty'); os.makedirs('src/sub')
+t('rmdir non-empty', os.rmdir, 'full')
+t('rmdir dir with only a subdir', os.rmdir, 'full/..')
+t('rename dir onto non-empty dir', os.rename, 'src', 'full')
+t('rename dir onto empty dir', os.rename, 'src', 'empty')
+print(kind('src'), kind('empty'), kind('empty/sub'))
+t('rename dir into itself', os.rename, 'empty', 'empty/sub/x')
+t('rmdir dot', os.rmdir, 'full/inner/.')
+os.unlink('full/file'); os.rmdir('full/inner')
+t('rmdir once empty', os.rmdir, 'full')
+print(sorted(os.listdir('.')))

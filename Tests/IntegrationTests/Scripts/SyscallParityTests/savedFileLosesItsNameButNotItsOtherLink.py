@@ -1,0 +1,10 @@
+from coordtest import *
+write('f', 'old'); os.link('f', 'g')
+fd = os.open('f', os.O_WRONLY | os.O_TRUNC); os.write(fd, b'new')
+os.unlink('f'); os.write(fd, b' and more'); os.close(fd)
+print('unlinked', sorted(os.listdir('.')), content('g'), links('g'))
+os.unlink('g')
+write('f', 'old'); os.link('f', 'g'); write('x', 'moved')
+fd = os.open('f', os.O_WRONLY | os.O_TRUNC); os.write(fd, b'new')
+os.rename('x', 'f'); os.close(fd)
+print('replaced', sorted(os.listdir('.')), content('f'), content('g'), links('f', 'g'))

@@ -1,0 +1,11 @@
+from coordtest import *
+write('f', 'x'); os.mkdir('d'); os.symlink('f', 'l'); os.symlink('d', 'ld'); os.symlink('loop', 'loop')
+t('O_NOFOLLOW on symlink', touch_open, 'l', os.O_RDONLY | os.O_NOFOLLOW)
+t('O_NOFOLLOW|O_CREAT on symlink', touch_open, 'l', os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW)
+t('O_NOFOLLOW|O_DIRECTORY on dir symlink', touch_open, 'ld', os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+t('O_NOFOLLOW on file', touch_open, 'f', os.O_RDONLY | os.O_NOFOLLOW)
+t('O_NOFOLLOW through a dir symlink', touch_open, 'ld/.', os.O_RDONLY | os.O_NOFOLLOW)
+t('self loop stat', os.stat, 'loop')
+t('self loop lstat', lambda: kind('loop'))
+t('self loop open', touch_open, 'loop', os.O_RDONLY)
+t('O_PATH|O_NOFOLLOW on symlink', lambda: os.readlink('/proc/self/fd/%d' % os.open('l', os.O_PATH | os.O_NOFOLLOW)).split('/')[-1])
