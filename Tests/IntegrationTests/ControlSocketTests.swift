@@ -215,15 +215,7 @@ import Testing
             try "other\n".write(toFile: scratch.mountpoint + "/g", atomically: false, encoding: .utf8)
             let presenter = try Self.startPresenter(in: scratch, of: "f", answering: "accommodate-deletion", behaviour: "refuse")
             defer { presenter.stop() }
-            let output = try CoordinationTests.python(#"""
-                import ctypes, errno, os
-                libc = ctypes.CDLL(None, use_errno=True)
-                def rename(flags):
-                    if libc.renameat2(-100, b'g', -100, b'f', flags) == 0: return 'ok'
-                    return errno.errorcode[ctypes.get_errno()]
-                print(os.getpid(), 'plain', rename(0), 'noreplace', rename(1), 'exchange', rename(2))
-                print(open('f').read().strip(), open('g').read().strip())
-                """#, in: scratch.mountpoint)
+            let output = try CoordinationTests.python("ControlSocketTests/aRenameAsksBeforeItReplacesAPresentedFile", in: scratch.mountpoint)
             let lines = output.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
             #expect(lines.first.map { Array($0.dropFirst()) } == ["plain", "EBUSY", "noreplace", "EEXIST", "exchange", "ok"], "\(output)")
             #expect(lines.count == 2 && lines.last == ["other", "presented"], "\(output)")
