@@ -28,7 +28,7 @@ extension FileSystem {
                        size: isDirectory ? nil : size())
         guard !presenters.isEmpty else { return }
         switch kind {
-        case .created, .changed, .attributes: presenters.notify(.didChange, path: path, origin: origin.pid)
+        case .created, .changed, .attributes, .conflict: presenters.notify(.didChange, path: path, origin: origin.pid)
         case .deleted: presenters.notify(.didDelete, path: path, origin: origin.pid)
         case .moved: presenters.notify(.didMove, path: path, destination: destination, origin: origin.pid)
         }

@@ -2,7 +2,7 @@ import SystemPackage
 
 /// The kinds of change events, as they appear on the wire.
 public enum EventKind: String, Sendable, Hashable, Codable, CaseIterable, CustomStringConvertible {
-    case created, changed, deleted, moved, attributes
+    case created, changed, deleted, moved, attributes, conflict
 
     public var description: String { rawValue }
 }
@@ -39,23 +39,31 @@ public enum ClaimModeName: String, Sendable, Hashable, Codable, CaseIterable, Cu
 /// One change event on the wire. Paths are mount-relative ("/a/b"), their bytes exact;
 /// `time` is seconds since the Unix epoch with a fraction.
 public struct WatchEvent: Sendable, Hashable, Codable {
+    /// Who made the change. For a change made through the mount all three are there; for one
+    /// made directly in the backing (`outside`), only what the kernel told the watch.
     public struct Origin: Sendable, Hashable, Codable {
-        public var pid: Int32
-        public var uid: UInt32
+        public var pid: Int32?
+        public var uid: UInt32?
         /// The process's command name (at most 15 bytes, as the kernel keeps it).
-        public var process: String
+        public var process: String?
+        /// True for a change made directly in the backing directory; absent otherwise.
+        public var outside: Bool?
 
-        public init(pid: Int32, uid: UInt32, process: String) {
+        public init(pid: Int32?, uid: UInt32?, process: String?, outside: Bool? = nil) {
             self.pid = pid
             self.uid = uid
             self.process = process
+            self.outside = outside
         }
+
+        /// Whether the change was made behind the mount.
+        public var isOutside: Bool { outside == true }
     }
 
     public var sequence: UInt64
     public var kind: EventKind
     public var path: FilePath
-    /// For `moved`, where the item went.
+    /// For `moved`, where the item went; for `conflict`, where the other version was kept.
     public var destination: FilePath?
     public var directory: Bool
     public var origin: Origin

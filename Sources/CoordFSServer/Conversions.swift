@@ -13,6 +13,7 @@ extension EventKind {
         case .deleted: self = .deleted
         case .moved: self = .moved
         case .attributes: self = .attributes
+        case .conflict: self = .conflict
         }
     }
 }
@@ -25,7 +26,18 @@ extension ChangeKind {
         case .deleted: self = .deleted
         case .moved: self = .moved
         case .attributes: self = .attributes
+        case .conflict: self = .conflict
         }
+    }
+}
+
+extension WatchEvent.Origin {
+    /// Unknown facts of a change behind the mount stay off the wire.
+    init(_ origin: EventOrigin) {
+        self.init(pid: origin.pid == 0 && origin.isOutside ? nil : origin.pid,
+                  uid: origin.uid == EventOrigin.unknownUID ? nil : origin.uid,
+                  process: origin.processName.isEmpty && origin.isOutside ? nil : origin.processName,
+                  outside: origin.isOutside ? true : nil)
     }
 }
 
@@ -33,7 +45,7 @@ extension WatchEvent {
     init(_ event: ChangeEvent) {
         self.init(sequence: event.sequence, kind: EventKind(event.kind), path: event.path.filePath,
                   destination: event.destination?.filePath, directory: event.isDirectory,
-                  origin: .init(pid: event.origin.pid, uid: event.origin.uid, process: event.origin.processName),
+                  origin: .init(event.origin),
                   size: event.size, time: event.time.secondsSince1970)
     }
 }

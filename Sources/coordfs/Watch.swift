@@ -7,9 +7,11 @@ struct Watch: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print change events of paths in coordfs mounts, as they are committed.",
         discussion: """
-        One line per event, "PATH KIND" ("FROM moved TO" for moves; directories end in "/"), \
-        like inotifywait -m: paths are printed as their bytes, as given and as named, whether \
-        UTF-8 or not. KIND is created, changed, deleted, moved or attributes. With --json, \
+        One line per event, "PATH KIND" ("FROM moved TO" for moves, "PATH conflict KEPT" when a \
+        save met a change made behind the mount; directories end in "/"), like inotifywait -m: \
+        paths are printed as their bytes, as given and as named, whether UTF-8 or not. KIND is \
+        created, changed, deleted, moved, attributes or conflict; a change made directly in the \
+        backing directory ends in "(outside)", or "(outside: PROCESS PID)" when known. With --json, \
         one JSON object per line: the control protocol's event (paths relative to the mount, \
         with pathBytes when a path is not UTF-8). \
         When events are lost because they were not read fast enough, a line "PATH overflow N" \
@@ -47,6 +49,7 @@ struct Watch: ParsableCommand {
         "deleted": .deleted, "delete": .deleted,
         "moved": .moved, "move": .moved,
         "attributes": .attributes, "attrib": .attributes,
+        "conflict": .conflict,
     ]
 
     var kinds: Set<EventKind>? {
@@ -56,7 +59,7 @@ struct Watch: ParsableCommand {
             var kinds = Set<EventKind>()
             for name in names {
                 guard let kind = Self.kindNames[name] else {
-                    throw ValidationError("unknown event kind '\(name)'; use created, changed, deleted, moved or attributes")
+                    throw ValidationError("unknown event kind '\(name)'; use created, changed, deleted, moved, attributes or conflict")
                 }
                 kinds.insert(kind)
             }
@@ -174,10 +177,20 @@ struct WatchOptions: Sendable {
                 return OutputLine(bytes: (try? JSONLineEncoder().encode(event)) ?? Array("{}".utf8))
             }
             let suffix = event.directory ? "/" : ""
-            if event.kind == .moved, let destination = event.destination {
-                return "\(raw: path.display(event.path))\(suffix) moved \(raw: path.display(destination))\(suffix)"
+            var line: OutputLine
+            if event.kind == .moved || event.kind == .conflict, let destination = event.destination {
+                line = "\(raw: path.display(event.path))\(suffix) \(event.kind) \(raw: path.display(destination))\(suffix)"
+            } else {
+                line = "\(raw: path.display(event.path))\(suffix) \(event.kind)"
             }
-            return "\(raw: path.display(event.path))\(suffix) \(event.kind)"
+            if event.origin.isOutside {
+                if let process = event.origin.process, let pid = event.origin.pid {
+                    line = "\(raw: line.bytes) (outside: \(process) \(pid))"
+                } else {
+                    line = "\(raw: line.bytes) (outside)"
+                }
+            }
+            return line
         case .overflow(let overflow):
             if json {
                 return "{\"overflow\":{\"dropped\":\(overflow.dropped),\"first\":\(overflow.first),\"last\":\(overflow.last)}}"

@@ -12,6 +12,9 @@ public enum ChangeKind: String, Sendable, Hashable, CaseIterable, CustomStringCo
     case moved
     /// Mode, owner, times or extended attributes changed.
     case attributes
+    /// A save through the mount met a change made behind it: the save committed, and the
+    /// version written behind the mount was kept under another name (the event's `destination`).
+    case conflict
 
     public var description: String { rawValue }
 }
@@ -32,6 +35,7 @@ public struct ChangeKindSet: OptionSet, Sendable, Hashable {
         case .deleted: rawValue = 1 << 2
         case .moved: rawValue = 1 << 3
         case .attributes: rawValue = 1 << 4
+        case .conflict: rawValue = 1 << 5
         }
     }
 
@@ -44,6 +48,7 @@ public struct ChangeKindSet: OptionSet, Sendable, Hashable {
     public static let deleted = ChangeKindSet(ChangeKind.deleted)
     public static let moved = ChangeKindSet(ChangeKind.moved)
     public static let attributes = ChangeKindSet(ChangeKind.attributes)
+    public static let conflict = ChangeKindSet(ChangeKind.conflict)
     public static let all = ChangeKindSet(ChangeKind.allCases)
 
     public func contains(_ kind: ChangeKind) -> Bool {
@@ -56,17 +61,25 @@ public struct ChangeKindSet: OptionSet, Sendable, Hashable {
     }
 }
 
-/// Who caused a change: the process the kernel named in the request.
+/// Who caused a change: the process the kernel named in the request, or for a change made
+/// directly in the backing, what the watch of the backing learnt of its maker.
 public struct EventOrigin: Sendable, Hashable {
+    /// 0 when not known (a change behind the mount seen through inotify).
     public var pid: Int32
+    /// `unknownUID` when not known.
     public var uid: UInt32
-    /// The process's command name (`/proc/PID/comm`), as the FUSE layer read it.
+    /// The process's command name (`/proc/PID/comm`); empty when not known.
     public var processName: String
+    /// The change was made directly in the backing, not through the mount.
+    public var isOutside: Bool
 
-    public init(pid: Int32, uid: UInt32, processName: String) {
+    public static let unknownUID = UInt32.max
+
+    public init(pid: Int32, uid: UInt32, processName: String, isOutside: Bool = false) {
         self.pid = pid
         self.uid = uid
         self.processName = processName
+        self.isOutside = isOutside
     }
 }
 
@@ -100,7 +113,8 @@ public struct ChangeEvent: Sendable, Hashable {
     public let kind: ChangeKind
     /// The item; for `moved`, where it was.
     public let path: MountPath
-    /// For `moved`, where the item is now; nil for every other kind.
+    /// For `moved`, where the item is now; for `conflict`, where the other version was kept;
+    /// nil for every other kind.
     public let destination: MountPath?
     public let isDirectory: Bool
     public let origin: EventOrigin

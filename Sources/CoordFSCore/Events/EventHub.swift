@@ -110,7 +110,7 @@ public final class EventHub: Sendable {
         let toWake: [EventSubscription] = state.withLock { state in
             state.sequence += 1
             let event = ChangeEvent(sequence: state.sequence, kind: kind, path: path,
-                                    destination: kind == .moved ? destination : nil,
+                                    destination: kind == .moved || kind == .conflict ? destination : nil,
                                     isDirectory: isDirectory, origin: origin, size: size, time: time)
             if state.history.count < historyCapacity {
                 state.history.append(event)
