@@ -28,6 +28,10 @@ extension FileSystem {
     /// the caller to drop (and with it the replaced file's descriptor) once it has replied.
     @discardableResult
     func commit(_ save: Save, origin: ChangeOrigin, onlyWithoutWriters: Bool = false) throws(Errno) -> CommitReport? {
+        if ownChanges.isEnabled {
+            let target = save.target
+            ownChanges.note(nodes.path(of: target.directory)?.appending(target.name))
+        }
         guard let report = try save.commit(durability: commitDurability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters,
                                            reopen: reopen(descriptor:flags:)) else { return nil }
         if report.created { activity.clearPendingName(of: save) }

@@ -165,6 +165,32 @@ public final class NodeTable: Sendable {
         state.withLock { $0.byName[NameKey(parent: parent.id, name: name)] }
     }
 
+    /// The node known by `path`, found name by name from the root; nil when the kernel has not
+    /// looked some component up (then it caches nothing under it either).
+    public func node(at path: MountPath) -> Node? {
+        state.withLock { state in
+            var current = root
+            for component in path.components {
+                guard let next = state.byName[NameKey(parent: current.id, name: component)] else { return nil }
+                current = next
+            }
+            return current
+        }
+    }
+
+    /// The live node standing for `identity`, if the kernel knows one.
+    public func node(with identity: FileIdentity) -> Node? {
+        state.withLock { $0.byIdentity[identity] }
+    }
+
+    /// Every node the kernel knows under a name: what to check after the watch of the backing
+    /// lost track of changes.
+    public func namedNodes() -> [(node: Node, directory: Node, name: FileName)] {
+        state.withLock { state in
+            state.byName.values.compactMap { node in node.parent.map { (node, $0, node.name) } }
+        }
+    }
+
     /// Records a kernel lookup of the object behind `descriptor`, reached as `parent`/`name`.
     /// When another thread registered the same identity first, that node wins and `descriptor` is closed.
     public func lookUp(_ status: stat, descriptor: consuming OwnedDescriptor, parent: Node, name: FileName) -> Node {
