@@ -68,6 +68,7 @@ extension FileSystem {
             try withProcessName(of: node) { (source) throws(Errno) in
                 try Syscall.link(processDirectory, source, to: parent.directory, name, flags: AT_SYMLINK_FOLLOW)
             }
+            noteChangedThroughMount(node)
         }
     }
 
@@ -144,6 +145,7 @@ extension FileSystem {
                 if let replacedNode {
                     if flags & Linux.RENAME_EXCHANGE != 0 {
                         nodes.moved(replacedNode, to: source, name: sourceName)
+                        activity.save(of: replacedNode)?.nameRemovedThroughMount(destinationName, in: destination)
                     } else {
                         noteRemoved(destinationName, in: destination)
                     }
@@ -172,9 +174,11 @@ extension FileSystem {
         }
     }
 
-    /// The name `directory`/`name` went from the backing. A directory it stood for (whose
-    /// children's paths hang on it), or a file with a pending save, learns at once whether it
-    /// has names left; a save of a file with none is discarded, as its writes have nowhere to go.
+    /// The name `directory`/`name` went from the backing, through the mount. A directory it
+    /// stood for (whose children's paths hang on it), or a file with a pending save, learns at
+    /// once whether it has names left; a save of a file with none is discarded, as its writes
+    /// have nowhere to go, and a save of a file with others learns that the mount removed the
+    /// name (not a change behind the mount).
     private func noteRemoved(_ name: FileName, in directory: Node) {
         guard let removed = nodes.removedName(name, in: directory) else { return }
         let save = activity.save(of: removed)
@@ -185,6 +189,7 @@ extension FileSystem {
             activity.clearPendingName(of: save)
             return
         }
+        save?.nameRemovedThroughMount(name, in: directory)
         if removed.isDirectory || save != nil, nodes.isUnlinked(removed) { save?.discard() }
     }
 
