@@ -37,7 +37,8 @@ public struct CommitReport: Sendable {
 /// Until the first change it reads the committed file; the first change stages a temp (see
 /// `StagedFile`: unnamed where the backing allows; a copy, or empty for O_TRUNC), and every
 /// later change goes there. A commit puts the temp in place of the file; a change after a
-/// commit stages again.
+/// commit stages again. A commit that finds the file changed behind the mount since the
+/// staging first keeps that version beside it (see `SaveBaseline` and `ConflictName`).
 ///
 /// Sendable: `node`, `owner` and `staging` never change; everything else is in `state`.
 public final class Save: Sendable {
