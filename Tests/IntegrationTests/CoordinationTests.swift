@@ -270,6 +270,31 @@ import Testing
         }
     }
 
+    /// A save in flight whose file is deleted in the backing: there is no other version to
+    /// keep, and the close saves the file again, reported as `created`.
+    @Test func aSaveMeetingADeletionBehindTheMountSavesTheFileAgain() throws {
+        try withMount { scratch in
+            let mine = Data("mount writer \u{FF}\u{0}\n".unicodeScalars.map { UInt8($0.value) })
+            #expect(try shell("printf 'committed text\\n' > notes.txt", in: scratch.mountpoint).status == 0)
+            let watcher = try ChildProcess([coordfsBinary, "watch", "--recursive", "--json", "--event", "created,conflict", "--count", "1",
+                                            "--timeout", "60", scratch.mountpoint], in: scratch.root, output: scratch.root + "/watch.json")
+            defer { watcher.stop() }
+            try scratch.waitForStatus("the watch subscribed") { !$0.subscribers.isEmpty }
+
+            let output = try Self.python("CoordinationTests/aSaveMeetingAChangeBehindTheMountKeepsBothVersions", in: scratch.mountpoint,
+                                         pausingFor: { #expect(unlink(scratch.backing + "/notes.txt") == 0) })
+            #expect(output == "in flight\nclosed\n", "\(output)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.backing) == ["notes.txt"])
+            #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.mountpoint) == ["notes.txt"])
+            #expect(FileManager.default.contents(atPath: scratch.mountpoint + "/notes.txt") == mine)
+            #expect(FileManager.default.contents(atPath: scratch.backing + "/notes.txt") == mine)
+            #expect(watcher.waitForExit(within: .seconds(30)), "no event: \(watcher.output)")
+            let event = (try? JSONSerialization.jsonObject(with: Data(watcher.output.utf8))) as? [String: Any]
+            #expect(event?["kind"] as? String == "created", "\(watcher.output)")
+            #expect(event?["path"] as? String == "/notes.txt", "\(watcher.output)")
+        }
+    }
+
     /// libfuse's passthrough_ll example, compiled into `directory`: a FUSE filesystem without
     /// unnamed files (libfuse 3.14 answers the kernel's O_TMPFILE with ENOSYS: EOPNOTSUPP).
     static func buildPassthrough(in directory: String) throws -> String {
