@@ -1,3 +1,4 @@
+import CoordFSTestSupport
 import Glibc
 import SystemPackage
 import Testing
@@ -272,6 +273,7 @@ import Testing
         let committed = node.identity
         try save.truncate(to: 0, reopen: SaveFixture.reopen)
         try fixture.write(save, Array("mine".utf8))
+        waitForCoarseClock(toPass: try fixture.scratch.status("notes.txt").st_ctim) // a change time of its own, on any kernel
         let outside = try Syscall.openAt(fixture.scratch.raw, "notes.txt", O_WRONLY)
         try fixture.scratch.write(outside.raw, Array("VERSION 1".utf8))
 
@@ -317,6 +319,7 @@ import Testing
         try fixture.scratch.write("doc", Array("old".utf8))
         let (_, save) = try fixture.save(of: "doc")
         try fixture.write(save, Array("new".utf8))
+        waitForCoarseClock(toPass: try fixture.scratch.status("doc").st_ctim)
         #expect(fixture.scratch.shell("chmod 600 doc"))
         let report = try #require(try fixture.commit(save))
         let kept = try #require(report.conflict?.name)
@@ -372,6 +375,7 @@ import Testing
 
         // The same hard link made without the notice is taken for a change behind the mount.
         try fixture.write(save, Array("three".utf8))
+        waitForCoarseClock(toPass: try fixture.scratch.status("renamed").st_ctim)
         #expect(fixture.scratch.shell("ln renamed other"))
         let third = try #require(try fixture.commit(save))
         #expect(third.conflict != nil)

@@ -242,6 +242,8 @@ import Testing
                                          pausingFor: {
                 let file = scratch.backing + "/notes.txt"
                 if outsideChange == "in place" {
+                    // The same size: only the change time tells, which must be one of its own.
+                    waitForCoarseClock(toPass: try Syscall.stat(at: AT_FDCWD, file).st_ctim)
                     let handle = try #require(FileHandle(forUpdatingAtPath: file))
                     try handle.write(contentsOf: theirs)
                     try handle.close()
