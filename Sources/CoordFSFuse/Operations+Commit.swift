@@ -45,7 +45,20 @@ extension FileSystem {
             notifier.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) }
         }
         publish(report.created ? .created : .changed, origin: origin, path: report.path, isDirectory: false, size: report.size)
+        if let conflict = report.conflict {
+            // A new name the kernel did not make: drop a negative entry and the listing it may hold.
+            notifier?.invalidateEntry(directory: conflict.directory.id, name: conflict.name)
+            notifier?.invalidateContents(of: conflict.directory.id)
+            publish(.conflict, origin: origin, path: report.path, destination: conflict.path, isDirectory: false, size: nil)
+        }
         return report
+    }
+
+    /// The mount changed `node`'s committed file other than through its save (a hard link made
+    /// or removed, an attribute changed by another of its names): a save of it must not take
+    /// that for a change behind the mount.
+    func noteChangedThroughMount(_ node: Node) {
+        activity.save(of: node)?.committedFileChangedThroughMount()
     }
 
     func release(_ request: fuse_req_t, _ file: UnsafeMutablePointer<fuse_file_info>) {

@@ -159,6 +159,11 @@ public final class NodeTable: Sendable {
         }
     }
 
+    /// The live node standing for `identity`, if any (counting no lookup).
+    public func node(identity: FileIdentity) -> Node? {
+        state.withLock { $0.byIdentity[identity] }
+    }
+
     /// The node last reached as `parent`/`name`, if it is still known by that name. The kernel
     /// looks a name up before it removes or renames it, so this is what such a request is about.
     public func node(named name: FileName, in parent: Node) -> Node? {
