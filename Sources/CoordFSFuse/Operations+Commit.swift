@@ -33,7 +33,9 @@ extension FileSystem {
             ownChanges.note(nodes.path(of: target.directory)?.appending(target.name))
         }
         guard let report = try save.commit(durability: commitDurability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters,
-                                           reopen: reopen(descriptor:flags:)) else { return nil }
+                                           reopen: reopen(descriptor:flags:),
+                                           willKeep: { [self] directory, name in ownChanges.note(nodes.path(of: directory)?.appending(name)) })
+        else { return nil }
         if report.created { activity.clearPendingName(of: save) }
         let node = save.node
         // With no page of the node in the kernel and no open reader that could fill one with

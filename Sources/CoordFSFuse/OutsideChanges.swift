@@ -56,7 +56,7 @@ extension FileSystem {
             notifier.invalidateContents(of: directory.id)
         }
         // A new hard link changes the link count the file's other names show.
-        if !isDirectory, let status, status.st_nlink > 1, let linked = nodes.node(with: FileIdentity(status)) {
+        if !isDirectory, let status, status.st_nlink > 1, let linked = nodes.node(identity: FileIdentity(status)) {
             notifier.invalidateAttributes(of: linked.id)
         }
         publish(.created, path: path, isDirectory: isDirectory, origin: origin,

@@ -45,7 +45,7 @@ import Testing
         #expect(table.node(at: .root) === table.root)
         #expect(table.node(at: try #require(MountPath("/d/e/f"))) === file)
         #expect(table.node(at: try #require(MountPath("/d/g"))) == nil) // never looked up by that name
-        #expect(table.node(with: file.identity) === file)
+        #expect(table.node(identity: file.identity) === file)
         let named = table.namedNodes()
         #expect(named.count == 3)
         #expect(named.contains { $0.node === file && $0.directory === inner && $0.name == "f" })

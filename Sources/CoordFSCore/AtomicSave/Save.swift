@@ -201,9 +201,11 @@ public final class Save: Sendable {
     /// target (see `StagedFile.commit`). Returns nil when there was nothing to commit; throws
     /// the failure of an earlier change. With `onlyWithoutWriters`, commits only if no writer
     /// joined meanwhile (the last writer's release): a writer that joined commits at its own close.
-    /// `reopen` opens the object behind a descriptor afresh with other flags.
+    /// `reopen` opens the object behind a descriptor afresh with other flags; `willKeep` hears
+    /// the name a conflict copy is about to be linked under.
     public func commit(durability: Durability, nodes: NodeTable, onlyWithoutWriters: Bool = false,
-                reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor) throws(Errno) -> CommitReport? {
+                reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
+                willKeep: (_ directory: Node, FileName) -> Void = { _, _ in }) throws(Errno) -> CommitReport? {
         try state.withLock { (state) throws(Errno) -> CommitReport? in
             if onlyWithoutWriters && state.writers > 0 { return nil }
             if let failure = state.failure { throw failure }
@@ -224,7 +226,8 @@ public final class Save: Sendable {
                     replacing = false
                 case .changedBehindTheMount:
                     do throws(Errno) {
-                        keptAs = try ConflictName.keep(state.name, in: directory)
+                        let folder = state.directory
+                        keptAs = try ConflictName.keep(state.name, in: directory, willLink: { willKeep(folder, $0) })
                     } catch .noSuchFileOrDirectory {
                         replacing = false // deleted meanwhile
                     } catch {

@@ -125,10 +125,14 @@ public enum ConflictName {
     /// - Throws: ENOENT when the name is gone meanwhile; what linkat refused (EPERM for a
     ///   directory, or a file the daemon may not link under `fs.protected_hardlinks`); EEXIST
     ///   when every attempt's name was taken.
-    static func keep(_ name: FileName, in directory: Int32, at time: time_t = Glibc.time(nil)) throws(Errno) -> FileName {
+    /// `willLink` hears each name just before it is tried (a watch of the backing that names
+    /// no process learns that the link is the mount's own).
+    static func keep(_ name: FileName, in directory: Int32, at time: time_t = Glibc.time(nil),
+                     willLink: (FileName) -> Void = { _ in }) throws(Errno) -> FileName {
         try name.withCString { (source) throws(Errno) -> FileName in
             for attempt in 1...attempts {
                 let candidate = make(for: name, at: time, attempt: attempt)
+                willLink(candidate)
                 do throws(Errno) {
                     try Syscall.link(directory, source, to: directory, candidate, flags: 0)
                     return candidate

@@ -183,11 +183,6 @@ public final class NodeTable: Sendable {
         }
     }
 
-    /// The live node standing for `identity`, if the kernel knows one.
-    public func node(with identity: FileIdentity) -> Node? {
-        state.withLock { $0.byIdentity[identity] }
-    }
-
     /// Every node the kernel knows under a name: what to check after the watch of the backing
     /// lost track of changes.
     public func namedNodes() -> [(node: Node, directory: Node, name: FileName)] {
