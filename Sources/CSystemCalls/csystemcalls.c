@@ -94,6 +94,10 @@ int csys_name_to_handle_at(int dirfd, const char *path, void *handle, int *mount
     return name_to_handle_at(dirfd, path, handle, mount_id, flags);
 }
 
+int csys_open_by_handle_at(int mount_fd, void *handle, int flags) {
+    return open_by_handle_at(mount_fd, handle, flags);
+}
+
 int csys_eventfd(unsigned int initval, int flags) {
     return eventfd(initval, flags);
 }

@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import Synchronization
 import Testing
@@ -129,6 +130,7 @@ import Testing
                      .created(path("new/renamed/z"), isDirectory: false))
         watched.settle()
         #expect(watched.watcher.watchedDirectories == 3, "old and inner under their new names, d gone")
+        #expect(Self.kernelWatches(method) == 3)
     }
 
     @Test(arguments: WatchMethod.allCases)
@@ -163,12 +165,25 @@ import Testing
         watched.step("mv f '\(outside.path)/g'", expect: .deleted(path("f"), isDirectory: false))
         watched.step("mv '\(outside.path)/d' d", expect: .created(path("d"), isDirectory: true))
         watched.step(": > d/x", expect: .created(path("d/x"), isDirectory: false))
+        #expect(Self.kernelWatches(method) == 2)
         watched.step("mv d '\(outside.path)/e'", expect: .deleted(path("d"), isDirectory: true))
         #expect(outside.shell(": > e/later"))
         watched.settle()
         #expect(!watched.recorder.all.contains { $0.change.paths.contains(path("d/later")) || $0.change.paths.contains(path("later")) },
                 "a directory moved out is no longer followed")
         #expect(watched.watcher.watchedDirectories == 1)
+        #expect(Self.kernelWatches(method) == 1, "the kernel watches the root alone again")
+    }
+
+    /// How many directories this process has the kernel watch with `method`, from the
+    /// descriptors' /proc/self/fdinfo ("inotify wd:" and "fanotify ino:" lines, one per watch).
+    static func kernelWatches(_ method: WatchMethod) -> Int {
+        let prefix = method == .inotify ? "inotify wd:" : "fanotify ino:"
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fdinfo")) ?? []
+        return entries.reduce(0) { count, entry in
+            let text = (try? String(contentsOfFile: "/proc/self/fdinfo/\(entry)", encoding: .utf8)) ?? ""
+            return count + text.split(separator: "\n").filter { $0.hasPrefix(prefix) }.count
+        }
     }
 
     @Test(arguments: WatchMethod.allCases)

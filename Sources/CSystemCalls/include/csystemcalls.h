@@ -95,6 +95,8 @@ int csys_fanotify_mark(int fanotify_fd, unsigned int flags, uint64_t mask, int d
 /// name_to_handle_at(2): `handle` points to a struct file_handle with room for
 /// CSYS_MAX_HANDLE_SZ bytes (8 + 128 bytes in all), its handle_bytes set by the callee.
 int csys_name_to_handle_at(int dirfd, const char *path, void *handle, int *mount_id, int flags);
+/// open_by_handle_at(2), `handle` laid out as for csys_name_to_handle_at (handle_bytes set).
+int csys_open_by_handle_at(int mount_fd, void *handle, int flags);
 int csys_eventfd(unsigned int initval, int flags);
 /// fstatfs(2)'s f_fsid for `fd`, the filesystem id fanotify's records carry; 0 or -1 with errno.
 int csys_filesystem_id(int fd, uint64_t *fsid);

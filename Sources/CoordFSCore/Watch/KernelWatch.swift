@@ -31,8 +31,8 @@ protocol KernelWatch: AnyObject, SendableMetatype {
     static var selfEventsRepeatParent: Bool { get }
     /// Watches the directory open as `directory`; returns the key its events will carry.
     func watch(directory: Int32) throws(Errno) -> Key
-    /// Stops watching a directory that left the backing (where the interface can).
-    func unwatch(_ key: Key)
+    /// Stops watching a directory that left the backing; `root` is the backing root, open.
+    func unwatch(_ key: Key, root: Int32)
     /// The events of one read, each with the pid of the process that caused it where known.
     func decode(_ bytes: UnsafeRawBufferPointer, into events: inout [(event: KernelEvent<Key>, pid: Int32?)])
 }
@@ -57,7 +57,7 @@ final class InotifyWatch: KernelWatch {
         try Syscall.inotifyWatch(owned.raw, directory: directory, mask: Self.mask)
     }
 
-    func unwatch(_ key: Int32) {
+    func unwatch(_ key: Int32, root: Int32) {
         Syscall.inotifyRemoveWatch(owned.raw, key)
     }
 
@@ -131,9 +131,15 @@ final class FanotifyWatch: KernelWatch {
                              handle: try Syscall.fileHandle(of: directory))
     }
 
-    /// The mark goes with the directory's inode; one that left the backing keeps it, and its
-    /// events are dropped as coming from an unknown directory.
-    func unwatch(_ key: FileHandleKey) {}
+    /// The mark is removed through the directory's handle where it still opens (a deleted
+    /// directory's mark went with its inode). One that stays would only bring events of an
+    /// unknown directory, which are dropped.
+    func unwatch(_ key: FileHandleKey, root: Int32) {
+        // Not O_PATH: fanotify_mark takes no such descriptor.
+        guard let directory = try? Syscall.open(handle: key.handle, on: root, flags: O_RDONLY | O_DIRECTORY) else { return }
+        try? Syscall.fanotifyMark(owned.raw, flags: UInt32(CSYS_FAN_MARK_REMOVE | CSYS_FAN_MARK_INODE),
+                                  mask: Self.mask, object: directory.raw)
+    }
 
     func decode(_ bytes: UnsafeRawBufferPointer, into events: inout [(event: KernelEvent<FileHandleKey>, pid: Int32?)]) {
         let metadataLength = Int(CSYS_FAN_EVENT_METADATA_LEN)

@@ -291,7 +291,7 @@ final class WatchEngine<Kernel: KernelWatch> {
 
     /// Forgets a directory that left the watch, and everything under it.
     private func forget(_ key: Kernel.Key) {
-        for forgotten in tree.forget(key) { kernel.unwatch(forgotten) }
+        for forgotten in tree.forget(key) { kernel.unwatch(forgotten, root: root.raw) }
     }
 
     /// A directory could not be followed: changes in it will be missed, which only an
@@ -314,7 +314,7 @@ final class WatchEngine<Kernel: KernelWatch> {
         var failure: Errno?
         scan(root.raw, rootKey, .root, report: false, failure: &failure)
         if failure != nil { lostTrack = true } // the overflow just reported says it already
-        for key in before where !tree.contains(key) { kernel.unwatch(key) }
+        for key in before where !tree.contains(key) { kernel.unwatch(key, root: root.raw) }
     }
 
     /// A path was deleted or moved away: a later create of it, or below it, is a new one.

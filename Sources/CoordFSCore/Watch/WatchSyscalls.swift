@@ -43,6 +43,15 @@ extension Syscall {
         return Array(storage[4..<(8 + count)])
     }
 
+    /// Opens the object a handle from `fileHandle(of:)` names, on the filesystem of `mount`
+    /// (needs CAP_DAC_READ_SEARCH); ESTALE once the object is gone.
+    public static func open(handle: [UInt8], on mount: Int32, flags: Int32) throws(Errno) -> OwnedDescriptor {
+        var storage = [UInt8](repeating: 0, count: 4) + handle
+        storage.withUnsafeMutableBytes { $0.storeBytes(of: UInt32(handle.count - 4), as: UInt32.self) }
+        let fd = storage.withUnsafeMutableBytes { csys_open_by_handle_at(mount, $0.baseAddress, flags | O_CLOEXEC) }
+        return OwnedDescriptor(adopting: try check(fd))
+    }
+
     /// The filesystem id of the object open as `object`, as fanotify's records carry it.
     public static func filesystemID(of object: Int32) throws(Errno) -> UInt64 {
         var id: UInt64 = 0
