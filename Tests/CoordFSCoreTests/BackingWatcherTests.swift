@@ -96,6 +96,8 @@ import Testing
         watched.step("setfattr -n user.x -v 1 f", expect: .attributesChanged(f, isDirectory: false))
         watched.step("ln f g", expect: .created(path("g"), isDirectory: false))
         watched.step("rm g", expect: .deleted(path("g"), isDirectory: false))
+        watched.step("touch -d 2001-01-01 f", expect: .attributesChanged(f, isDirectory: false))
+        watched.step("chown 1:1 f", expect: .attributesChanged(f, isDirectory: false))
         watched.step("chmod 700 .", expect: .attributesChanged(.root, isDirectory: true))
     }
 
@@ -121,6 +123,7 @@ import Testing
         defer { watched.stop() }
         #expect(watched.watcher.watchedDirectories == 3)
         watched.step("mkdir d", expect: .created(path("d"), isDirectory: true))
+        watched.step("chmod 700 d", expect: .attributesChanged(path("d"), isDirectory: true))
         watched.step(": > d/x", expect: .created(path("d/x"), isDirectory: false))
         watched.step("rm d/x && rmdir d", expect: .deleted(path("d/x"), isDirectory: false), .deleted(path("d"), isDirectory: true))
         watched.step("mv old new", expect: .moved(from: path("old"), to: path("new"), isDirectory: true))
@@ -131,6 +134,8 @@ import Testing
         watched.settle()
         #expect(watched.watcher.watchedDirectories == 3, "old and inner under their new names, d gone")
         #expect(Self.kernelWatches(method) == 3)
+        let attributes = watched.recorder.all.filter { $0.change == .attributesChanged(path("d"), isDirectory: true) }
+        #expect(attributes.count == 1, "a directory's own change once, though it and its parent are both watched")
     }
 
     @Test(arguments: WatchMethod.allCases)
@@ -152,6 +157,23 @@ import Testing
         #expect(all.firstIndex(of: expected[0])! < all.firstIndex(of: expected[3])!, "a parent before what it holds")
         watched.step(": > a/b/c/g", expect: .created(path("a/b/c/g"), isDirectory: false))
         #expect(watched.watcher.watchedDirectories == 4)
+        watched.step("rm a/b/c/f && : > a/b/c/f", expect: .deleted(path("a/b/c/f"), isDirectory: false), expected[3])
+    }
+
+    @Test func fanotifyWherePermitted() throws {
+        let scratch = try ScratchDirectory("watch-auto")
+        let watcher = try BackingWatcher.start(root: scratch.path, method: nil, ownChanges: OwnChanges(enabled: false)) { _ in }
+        defer { watcher.stop() }
+        #expect(watcher.method == (isRoot ? .fanotify : .inotify))
+        #expect(watcher.watchedDirectories == 1)
+    }
+
+    @Test(arguments: WatchMethod.allCases)
+    func aMissingRootIsAFailure(method: WatchMethod) throws {
+        guard isRoot || method == .inotify else { return }
+        #expect(throws: WatchFailure.self) {
+            try BackingWatcher.start(root: "/nonexistent/coordfs-watch", method: method, ownChanges: OwnChanges(enabled: false)) { _ in }
+        }
     }
 
     @Test(arguments: WatchMethod.allCases)

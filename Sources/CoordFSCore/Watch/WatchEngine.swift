@@ -32,10 +32,14 @@ final class WatchEngine<Kernel: KernelWatch> {
     private let ownPID = getpid()
     private let facts = ProcessFacts()
 
-    /// Paths a scan of a new directory reported as created: their own create events, if still
-    /// queued, are not reported again. An entry goes when its event comes, or when a delete or
-    /// a move away of it or above it shows that a later create is a new one.
-    private var reportedByScan: Set<MountPath> = []
+    /// Paths a scan of a new directory reported as created, each with the number of the read
+    /// during which it was scanned: their own create events, if still queued, are not reported
+    /// again. An entry goes when its event comes; when a delete or a move away of it or above it
+    /// shows that a later create is a new one; and once a later read has emptied the queue (any
+    /// event made before the scan has been read then).
+    private var reportedByScan: [MountPath: Int] = [:]
+    /// The number of the read whose events are being handled.
+    private var currentRead = 0
     /// inotify's IN_MOVED_FROM, until the next event tells whether its IN_MOVED_TO follows.
     private var pendingMove: (key: Kernel.Key, name: FileName, isDirectory: Bool, cookie: UInt32)?
     /// A directory could not be watched (a limit): reported as one overflow per batch.
@@ -85,9 +89,14 @@ final class WatchEngine<Kernel: KernelWatch> {
                 return
             }
             while count > 0 {
+                currentRead += 1
                 events.removeAll(keepingCapacity: true)
                 kernel.decode(UnsafeRawBufferPointer(rebasing: buffer[..<count]), into: &events)
                 for (event, pid) in events { take(event, pid: pid) }
+                // A read that left room for more emptied the queue (records are far shorter than that).
+                if count <= capacity - 4096, !reportedByScan.isEmpty {
+                    reportedByScan = reportedByScan.filter { $0.value == currentRead }
+                }
                 count = 0
                 // A move's first half ends the read: its second is likely on its way. Wait for it briefly.
                 if pendingMove != nil, (try? Syscall.waitReadable([kernel.descriptor], timeout: 5))?.isEmpty == false {
@@ -136,7 +145,7 @@ final class WatchEngine<Kernel: KernelWatch> {
             resynchronize()
         case .created(let key, let name, let isDirectory):
             guard let path = visiblePath(key, name) else { return }
-            if reportedByScan.remove(path) == nil {
+            if reportedByScan.removeValue(forKey: path) == nil {
                 report(.created(path, isDirectory: isDirectory), paths: [path], pid: pid)
             }
             if isDirectory, tree.child(of: key, named: name) == nil {
@@ -261,7 +270,7 @@ final class WatchEngine<Kernel: KernelWatch> {
             }
             let child = path.appending(name)
             if report {
-                reportedByScan.insert(child)
+                reportedByScan[child] = currentRead
                 self.report(.created(child, isDirectory: isDirectory), paths: [child], pid: nil)
             }
             guard isDirectory,
@@ -320,7 +329,7 @@ final class WatchEngine<Kernel: KernelWatch> {
     /// A path was deleted or moved away: a later create of it, or below it, is a new one.
     private func settle(_ path: MountPath) {
         guard !reportedByScan.isEmpty else { return }
-        reportedByScan = reportedByScan.filter { !$0.isWithin(path) }
+        reportedByScan = reportedByScan.filter { !$0.key.isWithin(path) }
     }
 
     // MARK: Reporting
