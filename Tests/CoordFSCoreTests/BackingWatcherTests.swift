@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Synchronization
+import SystemPackage
 import Testing
 @testable import CoordFSCore
 
@@ -339,9 +340,63 @@ import Testing
         watcher.stop()
     }
 
-    @Test func inotifyLimitIsNamedAtStart() throws {
-        #expect(BackingWatcher.failure(.inotify, starting: false, .noSpace).description
-            .contains("(fs.inotify.max_user_watches) is reached"))
+    /// inotify, but with a limit of watches of its own, so that a test reaches it without
+    /// touching the machine's (fs.inotify.max_user_watches is every process's of the user).
+    final class LimitedInotify: KernelWatch {
+        static let method = WatchMethod.inotify
+        static let selfEventsRepeatParent = InotifyWatch.selfEventsRepeatParent
+        final class Budget: Sendable { let remaining: Atomic<Int>; init(_ count: Int) { remaining = Atomic(count) } }
+        let inner: InotifyWatch
+        let budget: Budget
+        var descriptor: Int32 { inner.descriptor }
+
+        init(_ budget: Budget) throws(Errno) {
+            inner = try InotifyWatch()
+            self.budget = budget
+        }
+
+        func watch(directory: Int32) throws(Errno) -> Int32 {
+            guard budget.remaining.subtract(1, ordering: .relaxed).newValue >= 0 else { throw .noSpace }
+            return try inner.watch(directory: directory)
+        }
+
+        func unwatch(_ key: Int32, root: Int32) { inner.unwatch(key, root: root) }
+
+        func decode(_ bytes: UnsafeRawBufferPointer, into events: inout [(event: KernelEvent<Int32>, pid: Int32?)]) {
+            inner.decode(bytes, into: &events)
+        }
+    }
+
+    @Test func theWatchLimitAtStartIsAFailureThatNamesIt() throws {
+        let scratch = try ScratchDirectory("watch-limit")
+        #expect(scratch.shell("mkdir -p a/b"))
+        let budget = LimitedInotify.Budget(2)
+        #expect {
+            try BackingWatcher.start(root: scratch.path, kernel: { () throws(Errno) in try LimitedInotify(budget) },
+                                     ownChanges: OwnChanges(enabled: false)) { _ in }
+        } throws: { error in
+            "\(error)".contains("inotify: the limit of ") && "\(error)".contains(" watches (fs.inotify.max_user_watches) is reached")
+        }
+    }
+
+    @Test func theWatchLimitLaterIsAnOverflow() throws {
+        let scratch = try ScratchDirectory("watch-limit")
+        let budget = LimitedInotify.Budget(1)
+        let recorder = Recorder()
+        let watcher = try BackingWatcher.start(root: scratch.path, kernel: { () throws(Errno) in try LimitedInotify(budget) },
+                                               ownChanges: OwnChanges(enabled: false)) { recorder.record($0) }
+        defer { watcher.stop() }
+        #expect(scratch.shell("mkdir d"))
+        let created = recorder.wait(for: .created(MountPath("d")!, isDirectory: true))
+        recorder.wait(from: (created ?? 0) + 1, for: .overflow)
+        #expect(watcher.watchedDirectories == 1)
+        #expect(scratch.shell("mkdir -p e/f && : > marker"))
+        recorder.wait(for: .created(MountPath("marker")!, isDirectory: false))
+        let all = recorder.all
+        let overflows = all.filter { $0.change == .overflow }.count
+        #expect(overflows >= 2, "every directory that could not be followed says so")
+        #expect(overflows <= all.filter { if case .created(_, true) = $0.change { true } else { false } }.count,
+                "no more than once per directory lost: \(all.map(\.change))")
     }
 
 }

@@ -34,6 +34,23 @@ public final class BackingWatcher: Sendable {
     /// reads on a thread of its own and calls `report` there, in the kernel's order, in batches.
     public static func start(root: String, method: WatchMethod?, ownChanges: OwnChanges,
                              report: @escaping @Sendable ([ObservedChange]) -> Void) throws(WatchFailure) -> BackingWatcher {
+        switch method {
+        case .fanotify:
+            return try start(root: root, kernel: FanotifyWatch.init, ownChanges: ownChanges, report: report)
+        case .inotify:
+            return try start(root: root, kernel: InotifyWatch.init, ownChanges: ownChanges, report: report)
+        case nil:
+            do {
+                return try start(root: root, kernel: FanotifyWatch.init, ownChanges: ownChanges, report: report)
+            } catch {
+                return try start(root: root, kernel: InotifyWatch.init, ownChanges: ownChanges, report: report)
+            }
+        }
+    }
+
+    /// `start` with any kernel interface (the tests give one that reaches a limit at will).
+    static func start<Kernel: KernelWatch>(root: String, kernel makeKernel: () throws(Errno) -> Kernel, ownChanges: OwnChanges,
+                                           report: @escaping @Sendable ([ObservedChange]) -> Void) throws(WatchFailure) -> BackingWatcher {
         let wake: OwnedDescriptor
         do {
             wake = try Syscall.eventCounter()
@@ -41,31 +58,14 @@ public final class BackingWatcher: Sendable {
             throw WatchFailure("cannot make the watch's wake-up descriptor: \(error)")
         }
         let control = WatchControl(wake: wake)
-        let body: @Sendable () -> Void
-        let chosen: WatchMethod
-        switch method {
-        case .fanotify:
-            body = try prepare(FanotifyWatch.self, root: root, ownChanges: ownChanges, control: control, report: report)
-            chosen = .fanotify
-        case .inotify:
-            body = try prepare(InotifyWatch.self, root: root, ownChanges: ownChanges, control: control, report: report)
-            chosen = .inotify
-        case nil:
-            do {
-                body = try prepare(FanotifyWatch.self, root: root, ownChanges: ownChanges, control: control, report: report)
-                chosen = .fanotify
-            } catch {
-                body = try prepare(InotifyWatch.self, root: root, ownChanges: ownChanges, control: control, report: report)
-                chosen = .inotify
-            }
-        }
+        let body = try prepare(root: root, kernel: makeKernel, ownChanges: ownChanges, control: control, report: report)
         let thread: pthread_t
         do {
             thread = try spawn(body)
         } catch {
             throw WatchFailure("cannot start the watch's thread: \(error)")
         }
-        return BackingWatcher(method: chosen, control: control, thread: thread)
+        return BackingWatcher(method: Kernel.method, control: control, thread: thread)
     }
 
     private init(method: WatchMethod, control: WatchControl, thread: pthread_t) {
@@ -99,7 +99,8 @@ public final class BackingWatcher: Sendable {
 
     /// Sets up a watch of `root` with `Kernel` (every directory watched when it returns), and
     /// the body of the thread that reads it. The engine is handed over to that thread whole.
-    private static func prepare<Kernel: KernelWatch>(_ kind: Kernel.Type, root: String, ownChanges: OwnChanges, control: WatchControl,
+    private static func prepare<Kernel: KernelWatch>(root: String, kernel makeKernel: () throws(Errno) -> Kernel,
+                                                     ownChanges: OwnChanges, control: WatchControl,
                                                      report: @escaping @Sendable ([ObservedChange]) -> Void) throws(WatchFailure) -> @Sendable () -> Void {
         let method = Kernel.method
         let directory: OwnedDescriptor
@@ -110,7 +111,7 @@ public final class BackingWatcher: Sendable {
         }
         let kernel: Kernel
         do {
-            kernel = try Self.makeKernel(kind)
+            kernel = try makeKernel()
         } catch {
             throw failure(method, starting: true, error)
         }
@@ -123,11 +124,6 @@ public final class BackingWatcher: Sendable {
         control.directories.store(engine.watchedDirectories, ordering: .relaxed)
         let handOver = HandOver(engine)
         return { handOver.engine.run(control: control, report: report) }
-    }
-
-    private static func makeKernel<Kernel: KernelWatch>(_ kind: Kernel.Type) throws(Errno) -> Kernel {
-        if kind == InotifyWatch.self { return try InotifyWatch() as! Kernel }
-        return try FanotifyWatch() as! Kernel
     }
 
     /// Words for a refusal: the limit or the permission at stake, and how to change it.
