@@ -15,7 +15,9 @@ enum KernelEvent<Key: Hashable> {
     case movedFrom(Key, FileName, isDirectory: Bool, cookie: UInt32)
     case movedTo(Key, FileName, isDirectory: Bool, cookie: UInt32)
     /// A whole move; a side is nil, or its directory unknown, when it lies outside the watch.
-    case moved(from: (Key, FileName)?, to: (Key, FileName)?, isDirectory: Bool)
+    /// `object` is the moved directory's own key where the kernel names it (fanotify): when two
+    /// directories trade places (RENAME_EXCHANGE), the names alone mislead.
+    case moved(from: (Key, FileName)?, to: (Key, FileName)?, isDirectory: Bool, object: Key?)
     /// The watched directory itself is gone (deleted, or its watch removed).
     case gone(Key)
 }
@@ -107,7 +109,8 @@ struct FileHandleKey: Hashable {
 }
 
 /// fanotify with directory-and-name records: an inode mark per directory, keyed by its file
-/// handle; every event names the process that caused it. Needs CAP_SYS_ADMIN.
+/// handle; every event names the process that caused it. Needs CAP_SYS_ADMIN. Entry events
+/// carry the entry's own handle too (FAN_REPORT_TARGET_FID), which tells a moved directory apart.
 final class FanotifyWatch: KernelWatch {
     static let method = WatchMethod.fanotify
     static let selfEventsRepeatParent = false
@@ -120,7 +123,7 @@ final class FanotifyWatch: KernelWatch {
 
     init() throws(Errno) {
         let flags = CSYS_FAN_CLASS_NOTIF | CSYS_FAN_CLOEXEC | CSYS_FAN_NONBLOCK
-            | CSYS_FAN_REPORT_DIR_FID | CSYS_FAN_REPORT_NAME | CSYS_FAN_REPORT_FID
+            | CSYS_FAN_REPORT_DIR_FID | CSYS_FAN_REPORT_NAME | CSYS_FAN_REPORT_FID | CSYS_FAN_REPORT_TARGET_FID
         owned = try Syscall.fanotifyInit(flags: UInt32(flags), eventFlags: UInt32(O_RDONLY))
     }
 
@@ -222,7 +225,7 @@ final class FanotifyWatch: KernelWatch {
             events.append((.attributesChanged(directory, name, isDirectory: isDirectory), pid))
         }
         if has(CSYS_FAN_RENAME), records.old != nil || records.new != nil {
-            events.append((.moved(from: records.old, to: records.new, isDirectory: isDirectory), pid))
+            events.append((.moved(from: records.old, to: records.new, isDirectory: isDirectory, object: records.object), pid))
         }
         if let (directory, name) = place, let name, has(CSYS_FAN_DELETE) {
             events.append((.deleted(directory, name, isDirectory: isDirectory), pid))

@@ -105,7 +105,7 @@ final class WatchEngine<Kernel: KernelWatch> {
             }
             if let move = pendingMove {
                 pendingMove = nil
-                take(.moved(from: (move.key, move.name), to: nil, isDirectory: move.isDirectory), pid: nil)
+                take(.moved(from: (move.key, move.name), to: nil, isDirectory: move.isDirectory, object: nil), pid: nil)
             }
             control.directories.store(tree.count, ordering: .relaxed)
             let changes = batch
@@ -121,16 +121,16 @@ final class WatchEngine<Kernel: KernelWatch> {
         if let move = pendingMove {
             pendingMove = nil
             if case .movedTo(let key, let name, let isDirectory, let cookie) = event, cookie == move.cookie {
-                handle(.moved(from: (move.key, move.name), to: (key, name), isDirectory: isDirectory), pid: pid)
+                handle(.moved(from: (move.key, move.name), to: (key, name), isDirectory: isDirectory, object: nil), pid: pid)
                 return
             }
-            handle(.moved(from: (move.key, move.name), to: nil, isDirectory: move.isDirectory), pid: nil)
+            handle(.moved(from: (move.key, move.name), to: nil, isDirectory: move.isDirectory, object: nil), pid: nil)
         }
         switch event {
         case .movedFrom(let key, let name, let isDirectory, let cookie):
             pendingMove = (key, name, isDirectory, cookie)
         case .movedTo(let key, let name, let isDirectory, _):
-            handle(.moved(from: nil, to: (key, name), isDirectory: isDirectory), pid: pid)
+            handle(.moved(from: nil, to: (key, name), isDirectory: isDirectory, object: nil), pid: pid)
         default:
             handle(event, pid: pid)
         }
@@ -162,8 +162,8 @@ final class WatchEngine<Kernel: KernelWatch> {
         case .attributesChanged(let key, let name, let isDirectory):
             guard let path = eventPath(key, name) else { return }
             report(.attributesChanged(path, isDirectory: name == nil || isDirectory), paths: [path], pid: pid)
-        case .moved(let from, let to, let isDirectory):
-            move(from: from, to: to, isDirectory: isDirectory, pid: pid)
+        case .moved(let from, let to, let isDirectory, let object):
+            move(from: from, to: to, isDirectory: isDirectory, object: object, pid: pid)
         case .gone(let key):
             guard tree.contains(key) else { return }
             if key == tree.root {
@@ -177,7 +177,7 @@ final class WatchEngine<Kernel: KernelWatch> {
         }
     }
 
-    private func move(from: (Kernel.Key, FileName)?, to: (Kernel.Key, FileName)?, isDirectory: Bool, pid: Int32?) {
+    private func move(from: (Kernel.Key, FileName)?, to: (Kernel.Key, FileName)?, isDirectory: Bool, object: Kernel.Key?, pid: Int32?) {
         // A side is outside the watch when its directory is unknown; a reserved side is the
         // mount's own staging, never reported.
         let fromParent = from.flatMap { tree.path(of: $0.0) }
@@ -186,7 +186,10 @@ final class WatchEngine<Kernel: KernelWatch> {
         let toReserved = to.map { StagingName.isReserved(name: $0.1, inRoot: toParent?.isRoot ?? false) } ?? false
         let source = fromReserved ? nil : from.flatMap { from in fromParent.map { (from.0, from.1, $0.appending(from.1)) } }
         let target = toReserved ? nil : to.flatMap { to in toParent.map { (to.0, to.1, $0.appending(to.1)) } }
-        let moving = isDirectory ? from.flatMap { tree.child(of: $0.0, named: $0.1) } : nil
+        // The moved directory: by its own key where the kernel gives one (not watched: a new
+        // one to follow), else by its old name.
+        let moving: Kernel.Key? = if !isDirectory { nil } else if let object { tree.contains(object) ? object : nil }
+            else { from.flatMap { tree.child(of: $0.0, named: $0.1) } }
 
         if let source { settle(source.2) }
         if let target { settle(target.2) }
