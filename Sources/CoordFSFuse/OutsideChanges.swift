@@ -26,11 +26,13 @@ extension FileSystem {
                 outsideDeleted(path, notifier)
                 publish(.deleted, path: path, isDirectory: isDirectory, origin: origin, size: nil)
             case .contentsChanged(let path):
+                if isUnnamedTemp(path) { continue }
                 if let node = nodes.node(at: path) { notifier.invalidateContents(of: node.id) }
                 let status = backingStatus(of: path)
                 if let status, status.st_mode & S_IFMT == S_IFDIR { continue } // its entries changed: told by their own events
                 publish(.changed, path: path, isDirectory: false, origin: origin, size: status.map { Int64($0.st_size) })
             case .attributesChanged(let path, let isDirectory):
+                if isUnnamedTemp(path) { continue }
                 if let node = nodes.node(at: path) { notifier.invalidateAttributes(of: node.id) }
                 publish(.attributes, path: path, isDirectory: isDirectory, origin: origin, size: nil)
             case .moved(let source, let destination, let isDirectory):
@@ -130,6 +132,15 @@ extension FileSystem {
             }
         }
         events.resynchronizeAll()
+    }
+
+    /// Whether a change is about an unnamed file (`O_TMPFILE`, a save's temp): inotify reports
+    /// writes to one and changes of its mode under the stand-in name "#INODE" in its
+    /// directory, which no lookup finds. fanotify names the mount as their maker instead.
+    private func isUnnamedTemp(_ path: MountPath) -> Bool {
+        guard let name = path.name?.bytes, name.count > 1, name[0] == UInt8(ascii: "#"),
+              name.dropFirst().allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return false }
+        return backingStatus(of: path) == nil
     }
 
     /// The backing's attributes of `path` now (nil when it is gone again).
