@@ -247,6 +247,11 @@ public final class Save: Sendable {
                 throw error
             }
             state.exists = true
+            if !replacing {
+                // The name is the node's again (a watch of the backing may have seen it deleted
+                // behind the mount, and the node table marked the node unlinked).
+                nodes.moved(node, to: state.directory, name: state.name)
+            }
             let status = try Syscall.stat(state.current.raw)
             let identity = FileIdentity(status)
             var replaced: NodeBacking?
