@@ -37,6 +37,17 @@ import Testing
             return nil
         }
 
+        /// Waits (up to 10 s in all) until every one of `expected` was reported after `start`.
+        func waitForAll(_ expected: [BackingChange], from start: Int = 0) {
+            let deadline = ContinuousClock.now + .seconds(10)
+            var missing = Set(expected)
+            while !missing.isEmpty && ContinuousClock.now < deadline {
+                missing.subtract(changes.withLock { $0.dropFirst(start).map(\.change) })
+                if !missing.isEmpty { usleep(2_000) }
+            }
+            #expect(missing.isEmpty, "not reported within 10 s: \(missing)")
+        }
+
         @discardableResult
         func wait(from start: Int = 0, for change: BackingChange) -> Int? {
             wait(from: start, "\(change)") { $0.change == change }
@@ -191,6 +202,48 @@ import Testing
         #expect(throws: WatchFailure.self) {
             try BackingWatcher.start(root: "/nonexistent/coordfs-watch", method: method, ownChanges: OwnChanges(enabled: false)) { _ in }
         }
+    }
+
+    /// A burst of directory making, moving and removing (in, out and within the root), as a
+    /// build or a checkout does: afterwards exactly the directories there are are watched,
+    /// each under its present path.
+    @Test(arguments: WatchMethod.allCases)
+    func theWatchedTreeFollowsABurst(method: WatchMethod) throws {
+        guard isRoot || method == .inotify else { return }
+        let outside = try ScratchDirectory("watch-outside")
+        #expect(outside.shell("mkdir -p in1/x/y in2"))
+        let watched = try Watched(method) { $0.shell("mkdir -p old/a/b old/c") }
+        defer { watched.stop() }
+        let burst = [
+            "for i in 1 2 3 4 5; do mkdir -p n$i/p/q; done",
+            "mv old/a n1/a && mv n2 n1/a/b/n2 && mv n1 renamed",
+            "rm -rf n3 && mv n4 '\(outside.path)/out4'",
+            "mv '\(outside.path)/in1' in1 && mv '\(outside.path)/in2' renamed/a/in2",
+            "mkdir -p deep/1/2/3/4/5 && mv deep renamed/a/b/n2/p/deep && rmdir old/c",
+        ].joined(separator: " && ")
+        #expect(watched.scratch.shell(burst))
+        watched.settle()
+        let directories = try Self.directories(under: watched.scratch.path)
+        #expect(watched.watcher.watchedDirectories == directories.count)
+        #expect(Self.kernelWatches(method) == directories.count)
+        // A file in each: reported under the directory's present path.
+        let start = watched.recorder.count
+        #expect(watched.scratch.shell("for d in $(find . -type d); do : > $d/probe; done"))
+        watched.recorder.waitForAll(directories.map { .created($0.appending("probe"), isDirectory: false) }, from: start)
+    }
+
+    /// Every directory under `root`, the root included, as paths relative to it.
+    static func directories(under root: String) throws -> [MountPath] {
+        let output = try #require(runOutput("cd '\(root)' && find . -type d"))
+        return output.split(separator: "\n").compactMap { MountPath(String($0)) }
+    }
+
+    static func runOutput(_ command: String) -> String? {
+        guard let pipe = popen(command, "r") else { return nil }
+        var text = ""
+        var buffer = [CChar](repeating: 0, count: 4096)
+        while fgets(&buffer, Int32(buffer.count), pipe) != nil { text += String(cString: buffer) }
+        return pclose(pipe) == 0 ? text : nil
     }
 
     @Test(arguments: WatchMethod.allCases)
