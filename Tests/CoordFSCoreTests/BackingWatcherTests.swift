@@ -150,12 +150,12 @@ import Testing
         #expect(attributes.count == 1, "a directory's own change once, though it and its parent are both watched")
     }
 
-    /// Two directories trade places (renameat2 RENAME_EXCHANGE): two moves, and each keeps its
-    /// watch under its new name. fanotify names the moved directory; inotify's names alone
-    /// cannot tell the two apart (a known limit of that path).
-    @Test func exchangedDirectoriesAreFollowed() throws {
-        guard isRoot else { return }
-        let watched = try Watched(.fanotify) { $0.shell("mkdir -p x/inner y") }
+    /// Two directories trade places (renameat2 RENAME_EXCHANGE, as atomic deployments swap
+    /// releases): two moves, and each keeps its watch under its new name.
+    @Test(arguments: WatchMethod.allCases)
+    func exchangedDirectoriesAreFollowed(method: WatchMethod) throws {
+        guard isRoot || method == .inotify else { return }
+        let watched = try Watched(method) { $0.shell("mkdir -p x/inner y") }
         defer { watched.stop() }
         let exchange = "import ctypes; libc = ctypes.CDLL(None, use_errno=True); exit(libc.renameat2(-100, b'x', -100, b'y', 2))"
         watched.step("python3 -c \"\(exchange)\"", expect: .moved(from: path("x"), to: path("y"), isDirectory: true),
@@ -163,7 +163,7 @@ import Testing
         watched.step(": > y/inner/a && : > x/b", expect: .created(path("y/inner/a"), isDirectory: false),
                      .created(path("x/b"), isDirectory: false))
         #expect(watched.watcher.watchedDirectories == 4)
-        #expect(Self.kernelWatches(.fanotify) == 4)
+        #expect(Self.kernelWatches(method) == 4)
     }
 
     @Test(arguments: WatchMethod.allCases)

@@ -42,6 +42,8 @@ final class WatchEngine<Kernel: KernelWatch> {
     private var currentRead = 0
     /// inotify's IN_MOVED_FROM, until the next event tells whether its IN_MOVED_TO follows.
     private var pendingMove: (key: Kernel.Key, name: FileName, isDirectory: Bool, cookie: UInt32)?
+    /// The second move of two directories that traded places, which the tree shows already.
+    private var exchangeSecondHalf: (from: MountPath, to: MountPath)?
     /// A directory could not be watched (a limit): reported as one overflow per batch.
     private var lostTrack = false
     private var batch: [ObservedChange] = []
@@ -195,7 +197,14 @@ final class WatchEngine<Kernel: KernelWatch> {
         if let target { settle(target.2) }
         switch (source, target) {
         case let (source?, target?):
-            if let moving {
+            if let half = exchangeSecondHalf, half.from == source.2, half.to == target.2 {
+                exchangeSecondHalf = nil // the tree was set right by the first half
+            } else if let moving, let previous = tree.child(of: target.0, named: target.1), previous != moving,
+                      identify(source.2) == previous {
+                // The directory the move replaced now stands where the moved one was: an exchange.
+                tree.exchange(moving, previous)
+                exchangeSecondHalf = (target.2, source.2)
+            } else if let moving {
                 tree.place(moving, in: target.0, as: target.1)
             } else if isDirectory {
                 follow(target.2, target.0, target.1, reportContents: false)
@@ -240,9 +249,7 @@ final class WatchEngine<Kernel: KernelWatch> {
 
     /// Watches the new directory at `path` (`name` in `parent`) and what lies under it.
     private func follow(_ path: MountPath, _ parent: Kernel.Key, _ name: FileName, reportContents: Bool) {
-        var relative = path.bytes.dropFirst().map { CChar(bitPattern: $0) }
-        relative.append(0)
-        guard let directory = try? Syscall.openAt(root.raw, relative, O_RDONLY | O_DIRECTORY | O_NOFOLLOW) else {
+        guard let directory = openDirectory(path) else {
             return // gone or replaced already: its own events follow
         }
         var failure: Errno?
@@ -253,6 +260,24 @@ final class WatchEngine<Kernel: KernelWatch> {
         tree.place(key, in: parent, as: name)
         scan(directory.raw, key, path, report: reportContents, failure: &failure)
         if failure != nil { lose() }
+    }
+
+    /// The key of the watched directory at `path` now, on disk; nil when none is there or it
+    /// is not watched (a watch that asking added is removed again).
+    private func identify(_ path: MountPath) -> Kernel.Key? {
+        guard let directory = openDirectory(path), let key = try? kernel.watch(directory: directory.raw) else { return nil }
+        guard tree.contains(key) else {
+            kernel.unwatch(key, root: root.raw)
+            return nil
+        }
+        return key
+    }
+
+    /// The directory at `path` (not a symlink to one), opened to be listed and watched.
+    private func openDirectory(_ path: MountPath) -> OwnedDescriptor? {
+        var relative = path.bytes.dropFirst().map { CChar(bitPattern: $0) }
+        relative.append(0)
+        return try? Syscall.openAt(root.raw, relative, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
     }
 
     /// Watches every directory under the one open as `directory` (watched as `key`, at `path`);
