@@ -113,6 +113,19 @@ import Testing
         watched.step("chmod 700 .", expect: .attributesChanged(.root, isDirectory: true))
     }
 
+    /// Names are reported as the kernel's bytes, valid UTF-8 or not.
+    @Test(arguments: WatchMethod.allCases)
+    func namesAreBytes(method: WatchMethod) throws {
+        guard isRoot || method == .inotify else { return }
+        let watched = try Watched(method)
+        defer { watched.stop() }
+        let directory = try #require(FileName([0x64, 0xFF, 0xFE]))
+        let file = try #require(FileName([0x66, 0xC3, 0x28, 0x0A, 0x78]))
+        watched.step("mkdir \"$(printf 'd\\377\\376')\" && : > \"$(printf 'd\\377\\376/f\\303(\\nx')\"",
+                     expect: .created(MountPath(components: [directory]), isDirectory: true),
+                     .created(MountPath(components: [directory, file]), isDirectory: false))
+    }
+
     @Test(arguments: WatchMethod.allCases)
     func movesArePaired(method: WatchMethod) throws {
         guard isRoot || method == .inotify else { return }
