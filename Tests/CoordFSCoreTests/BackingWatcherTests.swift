@@ -426,6 +426,7 @@ import Testing
     /// touching the machine's (fs.inotify.max_user_watches is every process's of the user).
     final class LimitedInotify: KernelWatch {
         static let method = WatchMethod.inotify
+        static let namesProcesses = InotifyWatch.namesProcesses
         static let selfEventsRepeatParent = InotifyWatch.selfEventsRepeatParent
         final class Budget: Sendable { let remaining: Atomic<Int>; init(_ count: Int) { remaining = Atomic(count) } }
         let inner: InotifyWatch
@@ -447,6 +448,38 @@ import Testing
         func decode(_ bytes: UnsafeRawBufferPointer, into events: inout [(event: KernelEvent<Int32>, pid: Int32?)]) {
             inner.decode(bytes, into: &events)
         }
+    }
+
+    /// fanotify's records decoded from bytes laid out as the kernel writes them: a create by
+    /// another process seen without CAP_SYS_ADMIN (pid 0: no process), and an attribute change
+    /// of a directory itself (the name ".").
+    @Test func fanotifyRecordsDecode() throws {
+        func record(type: UInt8, handle: [UInt8], name: String?) -> [UInt8] {
+            var bytes: [UInt8] = [type, 0, 0, 0] + [UInt8](repeating: 7, count: 8) // header, fsid
+            bytes += withUnsafeBytes(of: UInt32(handle.count - 4)) { Array($0) } + handle
+            if let name { bytes += Array(name.utf8) + [0] }
+            while bytes.count % 4 != 0 { bytes.append(0) }
+            bytes[2] = UInt8(bytes.count)
+            return bytes
+        }
+        func event(mask: UInt64, pid: Int32, _ records: [UInt8]) -> [UInt8] {
+            var bytes = withUnsafeBytes(of: UInt32(24 + records.count)) { Array($0) } + [3, 0, 24, 0]
+            bytes += withUnsafeBytes(of: mask) { Array($0) } + withUnsafeBytes(of: Int32(-1)) { Array($0) }
+            return bytes + withUnsafeBytes(of: pid) { Array($0) } + records
+        }
+        let directory: [UInt8] = [1, 0, 0, 0, 9, 9, 9, 9, 9, 9, 9, 9] // type 1, 8 handle bytes
+        let child: [UInt8] = [1, 0, 0, 0, 5, 5, 5, 5, 5, 5, 5, 5]
+        let bytes = event(mask: 0x100, pid: 0, record(type: 2, handle: directory, name: "new") + record(type: 1, handle: child, name: nil))
+            + event(mask: 0x4 | 0x4000_0000, pid: 1234, record(type: 2, handle: directory, name: "."))
+        let watch = try FanotifyWatch()
+        var events: [(event: KernelEvent<FileHandleKey>, pid: Int32?)] = []
+        bytes.withUnsafeBytes { watch.decode($0, into: &events) }
+        let key = FileHandleKey(filesystem: 0x0707_0707_0707_0707, handle: directory)
+        try #require(events.count == 2)
+        guard case .created(key, "new", false) = events[0].event else { Issue.record("\(events[0].event)"); return }
+        #expect(events[0].pid == nil)
+        guard case .attributesChanged(key, nil, true) = events[1].event else { Issue.record("\(events[1].event)"); return }
+        #expect(events[1].pid == 1234)
     }
 
     @Test func theWatchLimitAtStartIsAFailureThatNamesIt() throws {

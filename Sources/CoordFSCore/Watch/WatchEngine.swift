@@ -362,10 +362,10 @@ final class WatchEngine<Kernel: KernelWatch> {
 
     // MARK: Reporting
 
-    /// Whether a change on `paths` was the mount's own: by the pid where the kernel names one,
-    /// else by what the mount noted.
+    /// Whether a change on `paths` was the mount's own: by the pid where the kernel names
+    /// processes, else by what the mount noted.
     private func isOwn(_ paths: [MountPath], pid: Int32?) -> Bool {
-        if let pid { return pid == ownPID }
+        if Kernel.namesProcesses { return pid == ownPID }
         return paths.contains { ownChanges.isOwn($0) }
     }
 
