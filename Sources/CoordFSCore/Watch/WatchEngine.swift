@@ -151,7 +151,9 @@ final class WatchEngine<Kernel: KernelWatch> {
                 report(.created(path, isDirectory: isDirectory), paths: [path], pid: pid)
             }
             if isDirectory, tree.child(of: key, named: name) == nil {
-                follow(path, key, name, reportContents: !isOwn([path], pid: pid))
+                // What the scan finds in a directory the mount made is its own too, where only
+                // the pid can tell; where the mount notes paths, each entry is judged by its own.
+                follow(path, key, name, reportContents: !Kernel.namesProcesses || !isOwn([path], pid: pid))
             }
         case .deleted(let key, let name, let isDirectory):
             guard let path = visiblePath(key, name) else { return }
