@@ -350,6 +350,7 @@ final class WatchEngine<Kernel: KernelWatch> {
         tree.setRoot(rootKey)
         reportedByScan.removeAll()
         pendingMove = nil
+        exchangeSecondHalf = nil
         var failure: Errno?
         scan(root.raw, rootKey, .root, report: false, failure: &failure)
         if failure != nil { lostTrack = true } // the overflow just reported says it already
