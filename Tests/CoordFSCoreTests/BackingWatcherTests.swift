@@ -261,6 +261,76 @@ import Testing
         watched.recorder.waitForAll(directories.map { .created($0.appending("probe"), isDirectory: false) }, from: start)
     }
 
+    /// Holds a watcher's thread in its callback, so that changes pile up unread behind it and
+    /// are read only once the tree has changed further.
+    final class Gate: Sendable {
+        private let state = Mutex<(held: Bool, entered: Bool)>((false, false))
+
+        /// The callback: waits while the gate is held, then passes the batch on.
+        func pass(_ batch: [ObservedChange], to recorder: Recorder) {
+            state.withLock { $0.entered = $0.held }
+            while state.withLock({ $0.held }) { usleep(1_000) }
+            recorder.record(batch)
+        }
+
+        /// Holds the thread in the callback of the change `trigger` makes.
+        func hold(after trigger: () -> Void) {
+            state.withLock { $0.held = true }
+            trigger()
+            let deadline = ContinuousClock.now + .seconds(10)
+            while !state.withLock({ $0.entered }) && ContinuousClock.now < deadline { usleep(1_000) }
+            #expect(state.withLock { $0.entered }, "the reader reached the callback")
+        }
+
+        func release() { state.withLock { $0 = (false, false) } }
+    }
+
+    /// A directory made in a watched one that has moved by the time its event is read: the
+    /// path the event gives no longer leads to it, yet it is watched (found again once the
+    /// move is handled), and so is what was made in it.
+    @Test(arguments: WatchMethod.allCases)
+    func aDirectoryMadeBeforeItsParentMovedIsFollowed(method: WatchMethod) throws {
+        guard Self.available(method) else { return }
+        let scratch = try ScratchDirectory("watch-late")
+        let gate = Gate()
+        let recorder = Recorder()
+        let watcher = try BackingWatcher.start(root: scratch.path, method: method, ownChanges: OwnChanges(enabled: false)) {
+            gate.pass($0, to: recorder)
+        }
+        defer { watcher.stop() }
+        #expect(scratch.shell("mkdir deep"))
+        recorder.wait(for: .created(path("deep"), isDirectory: true))
+        gate.hold { #expect(scratch.shell(": > trigger")) }
+        #expect(scratch.shell("mkdir -p deep/1/2 && mv deep moved"))
+        gate.release()
+        recorder.wait(for: .moved(from: path("deep"), to: path("moved"), isDirectory: true))
+        #expect(scratch.shell(": > moved/1/2/probe"))
+        recorder.wait(for: .created(path("moved/1/2/probe"), isDirectory: false))
+        #expect(watcher.watchedDirectories == 4)
+    }
+
+    /// A directory moved away and another made under its old name before either event is
+    /// read: inotify matches the move by name, yet each ends up watched under its own name.
+    @Test(arguments: WatchMethod.allCases)
+    func aNameMadeAgainBeforeItsMoveIsRead(method: WatchMethod) throws {
+        guard Self.available(method) else { return }
+        let scratch = try ScratchDirectory("watch-again")
+        let gate = Gate()
+        let recorder = Recorder()
+        let watcher = try BackingWatcher.start(root: scratch.path, method: method, ownChanges: OwnChanges(enabled: false)) {
+            gate.pass($0, to: recorder)
+        }
+        defer { watcher.stop() }
+        gate.hold { #expect(scratch.shell(": > trigger")) }
+        #expect(scratch.shell("mkdir -p a/inner && mv a b && mkdir a"))
+        gate.release()
+        recorder.wait(for: .moved(from: path("a"), to: path("b"), isDirectory: true))
+        #expect(scratch.shell(": > b/inner/x && : > a/y"))
+        recorder.waitForAll([.created(path("b/inner/x"), isDirectory: false), .created(path("a/y"), isDirectory: false)])
+        #expect(watcher.watchedDirectories == 4)
+        #expect(Self.kernelWatches(method) == 4)
+    }
+
     /// Every directory under `root`, the root included, as paths relative to it.
     static func directories(under root: String) throws -> [MountPath] {
         let output = try #require(runOutput("cd '\(root)' && find . -type d"))
