@@ -37,6 +37,17 @@ import Testing
             return nil
         }
 
+        /// Waits (up to 10 s in all) until every one of `expected` was reported after `start`.
+        func waitForAll(_ expected: [BackingChange], from start: Int = 0) {
+            let deadline = ContinuousClock.now + .seconds(10)
+            var missing = Set(expected)
+            while !missing.isEmpty && ContinuousClock.now < deadline {
+                missing.subtract(changes.withLock { $0.dropFirst(start).map(\.change) })
+                if !missing.isEmpty { usleep(2_000) }
+            }
+            #expect(missing.isEmpty, "not reported within 10 s: \(missing)")
+        }
+
         @discardableResult
         func wait(from start: Int = 0, for change: BackingChange) -> Int? {
             wait(from: start, "\(change)") { $0.change == change }
@@ -81,12 +92,26 @@ import Testing
         func stop() { watcher.stop() }
     }
 
+    /// Whether this process may watch with `method`: inotify always; fanotify with
+    /// CAP_SYS_ADMIN, and without it from Linux 5.13 on (then naming no other process).
+    static func available(_ method: WatchMethod) -> Bool {
+        method == .inotify || fanotifyPermitted
+    }
+
+    static let fanotifyPermitted = (try? FanotifyWatch()) != nil
+
+    /// Whether a directory moved out of the backing loses its kernel watch: fanotify finds it
+    /// by its handle, which takes CAP_DAC_READ_SEARCH (without, its events are only dropped).
+    static func unwatchesWhatLeaves(_ method: WatchMethod) -> Bool {
+        method == .inotify || isRoot
+    }
+
     static func path(_ text: String) -> MountPath { MountPath(text)! }
     func path(_ text: String) -> MountPath { MountPath(text)! }
 
     @Test(arguments: WatchMethod.allCases)
     func fileChangesAreReported(method: WatchMethod) throws {
-        guard isRoot || method == .inotify else { return }
+        guard Self.available(method) else { return }
         let watched = try Watched(method)
         defer { watched.stop() }
         let f = path("f")
@@ -98,13 +123,26 @@ import Testing
         watched.step("ln f g", expect: .created(path("g"), isDirectory: false))
         watched.step("rm g", expect: .deleted(path("g"), isDirectory: false))
         watched.step("touch -d 2001-01-01 f", expect: .attributesChanged(f, isDirectory: false))
-        watched.step("chown 1:1 f", expect: .attributesChanged(f, isDirectory: false))
+        if isRoot { watched.step("chown 1:1 f", expect: .attributesChanged(f, isDirectory: false)) }
         watched.step("chmod 700 .", expect: .attributesChanged(.root, isDirectory: true))
+    }
+
+    /// Names are reported as the kernel's bytes, valid UTF-8 or not.
+    @Test(arguments: WatchMethod.allCases)
+    func namesAreBytes(method: WatchMethod) throws {
+        guard Self.available(method) else { return }
+        let watched = try Watched(method)
+        defer { watched.stop() }
+        let directory = try #require(FileName([0x64, 0xFF, 0xFE]))
+        let file = try #require(FileName([0x66, 0xC3, 0x28, 0x0A, 0x78]))
+        watched.step("mkdir \"$(printf 'd\\377\\376')\" && : > \"$(printf 'd\\377\\376/f\\303(\\nx')\"",
+                     expect: .created(MountPath(components: [directory]), isDirectory: true),
+                     .created(MountPath(components: [directory, file]), isDirectory: false))
     }
 
     @Test(arguments: WatchMethod.allCases)
     func movesArePaired(method: WatchMethod) throws {
-        guard isRoot || method == .inotify else { return }
+        guard Self.available(method) else { return }
         let watched = try Watched(method) { $0.shell("mkdir d && : > f && : > h") }
         defer { watched.stop() }
         watched.step("mv f g", expect: .moved(from: path("f"), to: path("g"), isDirectory: false))
@@ -119,7 +157,7 @@ import Testing
 
     @Test(arguments: WatchMethod.allCases)
     func directoriesAreFollowed(method: WatchMethod) throws {
-        guard isRoot || method == .inotify else { return }
+        guard Self.available(method) else { return }
         let watched = try Watched(method) { $0.shell("mkdir -p old/inner") }
         defer { watched.stop() }
         #expect(watched.watcher.watchedDirectories == 3)
@@ -139,12 +177,12 @@ import Testing
         #expect(attributes.count == 1, "a directory's own change once, though it and its parent are both watched")
     }
 
-    /// Two directories trade places (renameat2 RENAME_EXCHANGE): two moves, and each keeps its
-    /// watch under its new name. fanotify names the moved directory; inotify's names alone
-    /// cannot tell the two apart (a known limit of that path).
-    @Test func exchangedDirectoriesAreFollowed() throws {
-        guard isRoot else { return }
-        let watched = try Watched(.fanotify) { $0.shell("mkdir -p x/inner y") }
+    /// Two directories trade places (renameat2 RENAME_EXCHANGE, as atomic deployments swap
+    /// releases): two moves, and each keeps its watch under its new name.
+    @Test(arguments: WatchMethod.allCases)
+    func exchangedDirectoriesAreFollowed(method: WatchMethod) throws {
+        guard Self.available(method) else { return }
+        let watched = try Watched(method) { $0.shell("mkdir -p x/inner y") }
         defer { watched.stop() }
         let exchange = "import ctypes; libc = ctypes.CDLL(None, use_errno=True); exit(libc.renameat2(-100, b'x', -100, b'y', 2))"
         watched.step("python3 -c \"\(exchange)\"", expect: .moved(from: path("x"), to: path("y"), isDirectory: true),
@@ -152,12 +190,12 @@ import Testing
         watched.step(": > y/inner/a && : > x/b", expect: .created(path("y/inner/a"), isDirectory: false),
                      .created(path("x/b"), isDirectory: false))
         #expect(watched.watcher.watchedDirectories == 4)
-        #expect(Self.kernelWatches(.fanotify) == 4)
+        #expect(Self.kernelWatches(method) == 4)
     }
 
     @Test(arguments: WatchMethod.allCases)
     func aNewTreeLosesNothing(method: WatchMethod) throws {
-        guard isRoot || method == .inotify else { return }
+        guard Self.available(method) else { return }
         let watched = try Watched(method)
         defer { watched.stop() }
         let expected: [BackingChange] = [
@@ -181,21 +219,135 @@ import Testing
         let scratch = try ScratchDirectory("watch-auto")
         let watcher = try BackingWatcher.start(root: scratch.path, method: nil, ownChanges: OwnChanges(enabled: false)) { _ in }
         defer { watcher.stop() }
-        #expect(watcher.method == (isRoot ? .fanotify : .inotify))
+        #expect(watcher.method == (Self.fanotifyPermitted ? .fanotify : .inotify))
         #expect(watcher.watchedDirectories == 1)
     }
 
     @Test(arguments: WatchMethod.allCases)
     func aMissingRootIsAFailure(method: WatchMethod) throws {
-        guard isRoot || method == .inotify else { return }
+        guard Self.available(method) else { return }
         #expect(throws: WatchFailure.self) {
             try BackingWatcher.start(root: "/nonexistent/coordfs-watch", method: method, ownChanges: OwnChanges(enabled: false)) { _ in }
         }
     }
 
+    /// A burst of directory making, moving and removing (in, out and within the root), as a
+    /// build or a checkout does: afterwards exactly the directories there are are watched,
+    /// each under its present path.
+    @Test(arguments: WatchMethod.allCases)
+    func theWatchedTreeFollowsABurst(method: WatchMethod) throws {
+        guard Self.available(method) else { return }
+        let outside = try ScratchDirectory("watch-outside")
+        #expect(outside.shell("mkdir -p in1/x/y in2"))
+        let watched = try Watched(method) { $0.shell("mkdir -p old/a/b old/c") }
+        defer { watched.stop() }
+        let burst = [
+            "for i in 1 2 3 4 5; do mkdir -p n$i/p/q; done",
+            "mv old/a n1/a && mv n2 n1/a/b/n2 && mv n1 renamed",
+            "rm -rf n3 && mv n4 '\(outside.path)/out4'",
+            "mv '\(outside.path)/in1' in1 && mv '\(outside.path)/in2' renamed/a/in2",
+            "mkdir -p deep/1/2/3/4/5 && mv deep renamed/a/b/n2/p/deep && rmdir old/c",
+        ].joined(separator: " && ")
+        #expect(watched.scratch.shell(burst))
+        watched.settle()
+        let directories = try Self.directories(under: watched.scratch.path)
+        #expect(watched.watcher.watchedDirectories == directories.count)
+        if Self.unwatchesWhatLeaves(method) {
+            #expect(Self.kernelWatches(method) == directories.count)
+        }
+        // A file in each: reported under the directory's present path.
+        let start = watched.recorder.count
+        #expect(watched.scratch.shell("for d in $(find . -type d); do : > $d/probe; done"))
+        watched.recorder.waitForAll(directories.map { .created($0.appending("probe"), isDirectory: false) }, from: start)
+    }
+
+    /// Holds a watcher's thread in its callback, so that changes pile up unread behind it and
+    /// are read only once the tree has changed further.
+    final class Gate: Sendable {
+        private let state = Mutex<(held: Bool, entered: Bool)>((false, false))
+
+        /// The callback: waits while the gate is held, then passes the batch on.
+        func pass(_ batch: [ObservedChange], to recorder: Recorder) {
+            state.withLock { $0.entered = $0.held }
+            while state.withLock({ $0.held }) { usleep(1_000) }
+            recorder.record(batch)
+        }
+
+        /// Holds the thread in the callback of the change `trigger` makes.
+        func hold(after trigger: () -> Void) {
+            state.withLock { $0.held = true }
+            trigger()
+            let deadline = ContinuousClock.now + .seconds(10)
+            while !state.withLock({ $0.entered }) && ContinuousClock.now < deadline { usleep(1_000) }
+            #expect(state.withLock { $0.entered }, "the reader reached the callback")
+        }
+
+        func release() { state.withLock { $0 = (false, false) } }
+    }
+
+    /// A directory made in a watched one that has moved by the time its event is read: the
+    /// path the event gives no longer leads to it, yet it is watched (found again once the
+    /// move is handled), and so is what was made in it.
+    @Test(arguments: WatchMethod.allCases)
+    func aDirectoryMadeBeforeItsParentMovedIsFollowed(method: WatchMethod) throws {
+        guard Self.available(method) else { return }
+        let scratch = try ScratchDirectory("watch-late")
+        let gate = Gate()
+        let recorder = Recorder()
+        let watcher = try BackingWatcher.start(root: scratch.path, method: method, ownChanges: OwnChanges(enabled: false)) {
+            gate.pass($0, to: recorder)
+        }
+        defer { watcher.stop() }
+        #expect(scratch.shell("mkdir deep"))
+        recorder.wait(for: .created(path("deep"), isDirectory: true))
+        gate.hold { #expect(scratch.shell(": > trigger")) }
+        #expect(scratch.shell("mkdir -p deep/1/2 && mv deep moved"))
+        gate.release()
+        recorder.wait(for: .moved(from: path("deep"), to: path("moved"), isDirectory: true))
+        #expect(scratch.shell(": > moved/1/2/probe"))
+        recorder.wait(for: .created(path("moved/1/2/probe"), isDirectory: false))
+        #expect(watcher.watchedDirectories == 4)
+    }
+
+    /// A directory moved away and another made under its old name before either event is
+    /// read: inotify matches the move by name, yet each ends up watched under its own name.
+    @Test(arguments: WatchMethod.allCases)
+    func aNameMadeAgainBeforeItsMoveIsRead(method: WatchMethod) throws {
+        guard Self.available(method) else { return }
+        let scratch = try ScratchDirectory("watch-again")
+        let gate = Gate()
+        let recorder = Recorder()
+        let watcher = try BackingWatcher.start(root: scratch.path, method: method, ownChanges: OwnChanges(enabled: false)) {
+            gate.pass($0, to: recorder)
+        }
+        defer { watcher.stop() }
+        gate.hold { #expect(scratch.shell(": > trigger")) }
+        #expect(scratch.shell("mkdir -p a/inner && mv a b && mkdir a"))
+        gate.release()
+        recorder.wait(for: .moved(from: path("a"), to: path("b"), isDirectory: true))
+        #expect(scratch.shell(": > b/inner/x && : > a/y"))
+        recorder.waitForAll([.created(path("b/inner/x"), isDirectory: false), .created(path("a/y"), isDirectory: false)])
+        #expect(watcher.watchedDirectories == 4)
+        #expect(Self.kernelWatches(method) == 4)
+    }
+
+    /// Every directory under `root`, the root included, as paths relative to it.
+    static func directories(under root: String) throws -> [MountPath] {
+        let output = try #require(runOutput("cd '\(root)' && find . -type d"))
+        return output.split(separator: "\n").compactMap { MountPath(String($0)) }
+    }
+
+    static func runOutput(_ command: String) -> String? {
+        guard let pipe = popen(command, "r") else { return nil }
+        var text = ""
+        var buffer = [CChar](repeating: 0, count: 4096)
+        while fgets(&buffer, Int32(buffer.count), pipe) != nil { text += String(cString: buffer) }
+        return pclose(pipe) == 0 ? text : nil
+    }
+
     @Test(arguments: WatchMethod.allCases)
     func movesAcrossTheRootAreCreationsAndDeletions(method: WatchMethod) throws {
-        guard isRoot || method == .inotify else { return }
+        guard Self.available(method) else { return }
         let outside = try ScratchDirectory("watch-outside")
         #expect(outside.shell(": > f && mkdir d"))
         let watched = try Watched(method)
@@ -211,7 +363,9 @@ import Testing
         #expect(!watched.recorder.all.contains { $0.change.paths.contains(path("d/later")) || $0.change.paths.contains(path("later")) },
                 "a directory moved out is no longer followed")
         #expect(watched.watcher.watchedDirectories == 1)
-        #expect(Self.kernelWatches(method) == 1, "the kernel watches the root alone again")
+        if Self.unwatchesWhatLeaves(method) {
+            #expect(Self.kernelWatches(method) == 1, "the kernel watches the root alone again")
+        }
     }
 
     /// How many directories this process has the kernel watch with `method`, from the
@@ -227,7 +381,7 @@ import Testing
 
     @Test(arguments: WatchMethod.allCases)
     func reservedNamesAreNeverReported(method: WatchMethod) throws {
-        guard isRoot || method == .inotify else { return }
+        guard Self.available(method) else { return }
         let watched = try Watched(method)
         defer { watched.stop() }
         let temp = "\(StagingName.make())"
@@ -242,7 +396,7 @@ import Testing
 
     @Test(arguments: WatchMethod.allCases)
     func theMountsOwnChangesAreIgnored(method: WatchMethod) throws {
-        guard isRoot || method == .inotify else { return }
+        guard Self.available(method) else { return }
         let watched = try Watched(method)
         defer { watched.stop() }
         switch method {
@@ -267,8 +421,10 @@ import Testing
                 "\(reported)")
     }
 
+    /// With CAP_SYS_ADMIN the process's pid, name and uid; without, none (the kernel shows an
+    /// unprivileged listener no other process's pid).
     @Test func fanotifyNamesTheProcess() throws {
-        guard isRoot else { return }
+        guard Self.fanotifyPermitted else { return }
         let watched = try Watched(.fanotify)
         defer { watched.stop() }
         // The shell writes and then stops itself, so that /proc still knows it when the event is read.
@@ -282,8 +438,12 @@ import Testing
             var status: Int32 = 0
             waitpid(pid, &status, 0)
         }
-        let index = watched.recorder.wait(for: .created(path("by-child"), isDirectory: false))
-        let process = try #require(index.map { watched.recorder.all[$0].process } ?? nil)
+        let index = try #require(watched.recorder.wait(for: .created(path("by-child"), isDirectory: false)))
+        guard isRoot else {
+            #expect(watched.recorder.all[index].process == nil)
+            return
+        }
+        let process = try #require(watched.recorder.all[index].process)
         #expect(process.pid == pid)
         #expect(process.name == "sh")
         #expect(process.uid == getuid())
@@ -301,7 +461,7 @@ import Testing
     /// meanwhile on the machine, other tests' mounts among them, a tiny queue).
     @Test(arguments: WatchMethod.allCases)
     func aFullQueueIsAnOverflow(method: WatchMethod) throws {
-        guard isRoot || method == .inotify else { return }
+        guard Self.available(method) else { return }
         let limit = try #require(Syscall.readNumber("/proc/sys/fs/\(method.rawValue)/max_queued_events"))
         guard limit <= 100_000 else { return } // too many files to make in a unit test
         let scratch = try ScratchDirectory("watch-overflow")
@@ -326,7 +486,7 @@ import Testing
 
     @Test(arguments: WatchMethod.allCases)
     func stopReturnsPromptly(method: WatchMethod) throws {
-        guard isRoot || method == .inotify else { return }
+        guard Self.available(method) else { return }
         let watched = try Watched(method)
         let started = ContinuousClock.now
         watched.stop()
@@ -360,6 +520,7 @@ import Testing
     /// touching the machine's (fs.inotify.max_user_watches is every process's of the user).
     final class LimitedInotify: KernelWatch {
         static let method = WatchMethod.inotify
+        static let namesProcesses = InotifyWatch.namesProcesses
         static let selfEventsRepeatParent = InotifyWatch.selfEventsRepeatParent
         final class Budget: Sendable { let remaining: Atomic<Int>; init(_ count: Int) { remaining = Atomic(count) } }
         let inner: InotifyWatch
@@ -381,6 +542,38 @@ import Testing
         func decode(_ bytes: UnsafeRawBufferPointer, into events: inout [(event: KernelEvent<Int32>, pid: Int32?)]) {
             inner.decode(bytes, into: &events)
         }
+    }
+
+    /// fanotify's records decoded from bytes laid out as the kernel writes them: a create by
+    /// another process seen without CAP_SYS_ADMIN (pid 0: no process), and an attribute change
+    /// of a directory itself (the name ".").
+    @Test func fanotifyRecordsDecode() throws {
+        func record(type: UInt8, handle: [UInt8], name: String?) -> [UInt8] {
+            var bytes: [UInt8] = [type, 0, 0, 0] + [UInt8](repeating: 7, count: 8) // header, fsid
+            bytes += withUnsafeBytes(of: UInt32(handle.count - 4)) { Array($0) } + handle
+            if let name { bytes += Array(name.utf8) + [0] }
+            while bytes.count % 4 != 0 { bytes.append(0) }
+            bytes[2] = UInt8(bytes.count)
+            return bytes
+        }
+        func event(mask: UInt64, pid: Int32, _ records: [UInt8]) -> [UInt8] {
+            var bytes = withUnsafeBytes(of: UInt32(24 + records.count)) { Array($0) } + [3, 0, 24, 0]
+            bytes += withUnsafeBytes(of: mask) { Array($0) } + withUnsafeBytes(of: Int32(-1)) { Array($0) }
+            return bytes + withUnsafeBytes(of: pid) { Array($0) } + records
+        }
+        let directory: [UInt8] = [1, 0, 0, 0, 9, 9, 9, 9, 9, 9, 9, 9] // type 1, 8 handle bytes
+        let child: [UInt8] = [1, 0, 0, 0, 5, 5, 5, 5, 5, 5, 5, 5]
+        let bytes = event(mask: 0x100, pid: 0, record(type: 2, handle: directory, name: "new") + record(type: 1, handle: child, name: nil))
+            + event(mask: 0x4 | 0x4000_0000, pid: 1234, record(type: 2, handle: directory, name: "."))
+        let watch = try FanotifyWatch()
+        var events: [(event: KernelEvent<FileHandleKey>, pid: Int32?)] = []
+        bytes.withUnsafeBytes { watch.decode($0, into: &events) }
+        let key = FileHandleKey(filesystem: 0x0707_0707_0707_0707, handle: directory)
+        try #require(events.count == 2)
+        guard case .created(key, "new", false) = events[0].event else { Issue.record("\(events[0].event)"); return }
+        #expect(events[0].pid == nil)
+        guard case .attributesChanged(key, nil, true) = events[1].event else { Issue.record("\(events[1].event)"); return }
+        #expect(events[1].pid == 1234)
     }
 
     @Test func theWatchLimitAtStartIsAFailureThatNamesIt() throws {

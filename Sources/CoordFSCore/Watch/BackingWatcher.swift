@@ -4,7 +4,7 @@ import SystemPackage
 
 /// The kernel interface a watch of the backing uses.
 public enum WatchMethod: String, Sendable, CaseIterable {
-    /// Names the process behind each change; needs CAP_SYS_ADMIN.
+    /// Tells the mount's own changes by pid; names the process behind others' with CAP_SYS_ADMIN.
     case fanotify
     /// Open to every user; names no process, so the mount's own changes are told apart by `OwnChanges`.
     case inotify
@@ -30,6 +30,8 @@ public final class BackingWatcher: Sendable {
     private let thread: Mutex<pthread_t?>
 
     /// method nil: fanotify where permitted (fanotify_init fails with EPERM without CAP_SYS_ADMIN), else inotify.
+    /// (Since Linux 5.13 a user without CAP_SYS_ADMIN may have this fanotify too, on directories
+    /// it can read: the mount's own changes are still told by pid, but no other process is named.)
     /// Adds marks/watches on every directory under `root` (recursive scan) before it returns, then
     /// reads on a thread of its own and calls `report` there, in the kernel's order, in batches.
     public static func start(root: String, method: WatchMethod?, ownChanges: OwnChanges,
@@ -137,8 +139,8 @@ public final class BackingWatcher: Sendable {
             return WatchFailure("inotify: the limit of \(setting("fs.inotify.max_user_watches")) watches (fs.inotify.max_user_watches) is reached")
         case (.inotify, true, .tooManyOpenFiles):
             return WatchFailure("inotify: the limit of \(setting("fs.inotify.max_user_instances")) instances (fs.inotify.max_user_instances) is reached")
-        case (.fanotify, true, .notPermitted):
-            return WatchFailure("fanotify: not permitted (it needs CAP_SYS_ADMIN)")
+        case (.fanotify, true, .notPermitted), (.fanotify, true, .invalidArgument):
+            return WatchFailure("fanotify: not permitted, or without directory-and-name reporting (Linux 5.17 or later): \(error)")
         case (.fanotify, true, .tooManyOpenFiles):
             return WatchFailure("fanotify: the limit of \(setting("fs.fanotify.max_user_groups")) groups (fs.fanotify.max_user_groups) is reached")
         case (.fanotify, false, .noSpace):

@@ -58,6 +58,18 @@ struct DirectoryTree<Key: Hashable> {
         entries[parent]?.children[name] = key
     }
 
+    /// Two watched directories trade places (a rename with RENAME_EXCHANGE).
+    mutating func exchange(_ first: Key, _ second: Key) {
+        guard first != second, let a = entries[first], let b = entries[second],
+              let aParent = a.parent, let bParent = b.parent else { return }
+        entries[first]?.parent = bParent
+        entries[first]?.name = b.name
+        entries[second]?.parent = aParent
+        entries[second]?.name = a.name
+        entries[aParent]?.children[a.name] = second
+        entries[bParent]?.children[b.name] = first
+    }
+
     /// Forgets `key` and every directory under it; returns the keys forgotten.
     @discardableResult
     mutating func forget(_ key: Key) -> [Key] {

@@ -28,6 +28,9 @@ protocol KernelWatch: AnyObject, SendableMetatype {
     static var method: WatchMethod { get }
     /// The descriptor the events are read from.
     var descriptor: Int32 { get }
+    /// Whether the kernel tells the mount's own changes by their pid (the events of other
+    /// processes then carry theirs, or none); else `OwnChanges` tells them by path.
+    static var namesProcesses: Bool { get }
     /// Whether an event on a watched subdirectory itself (not on a name in it) repeats what
     /// the watch of its parent reports: inotify tells both watches, fanotify one event.
     static var selfEventsRepeatParent: Bool { get }
@@ -42,6 +45,7 @@ protocol KernelWatch: AnyObject, SendableMetatype {
 /// inotify: one watch per directory, keyed by its watch descriptor. Names no process.
 final class InotifyWatch: KernelWatch {
     static let method = WatchMethod.inotify
+    static let namesProcesses = false
     static let selfEventsRepeatParent = true
     /// No IN_DONT_FOLLOW: the directory is named by its /proc/self/fd link, which must be
     /// followed; it was opened with O_NOFOLLOW, and IN_ONLYDIR checks what the link leads to.
@@ -109,10 +113,13 @@ struct FileHandleKey: Hashable {
 }
 
 /// fanotify with directory-and-name records: an inode mark per directory, keyed by its file
-/// handle; every event names the process that caused it. Needs CAP_SYS_ADMIN. Entry events
+/// handle; every event names the process that caused it. With CAP_SYS_ADMIN; without it
+/// (Linux 5.13 on) the same works on directories the user may read, but the kernel shows a
+/// listener only its own pid, never another process's. Entry events
 /// carry the entry's own handle too (FAN_REPORT_TARGET_FID), which tells a moved directory apart.
 final class FanotifyWatch: KernelWatch {
     static let method = WatchMethod.fanotify
+    static let namesProcesses = true
     static let selfEventsRepeatParent = false
     /// FAN_RENAME carries both sides of a move in one event, so the two halves are not asked for.
     static let mask = UInt64(CSYS_FAN_CREATE | CSYS_FAN_DELETE | CSYS_FAN_RENAME | CSYS_FAN_MODIFY
@@ -153,7 +160,9 @@ final class FanotifyWatch: KernelWatch {
             let version = bytes[offset + 4]
             let headerLength = Int(bytes.loadUnaligned(fromByteOffset: offset + 6, as: UInt16.self))
             let mask = bytes.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)
-            let pid = bytes.loadUnaligned(fromByteOffset: offset + 20, as: Int32.self)
+            // An unprivileged listener learns only its own pid; others' events say 0.
+            let rawPID = bytes.loadUnaligned(fromByteOffset: offset + 20, as: Int32.self)
+            let pid: Int32? = rawPID > 0 ? rawPID : nil
             let records = Records(UnsafeRawBufferPointer(rebasing: bytes[(offset + headerLength)..<(offset + length)]))
             offset += length
             guard Int(version) == CSYS_FANOTIFY_METADATA_VERSION else { continue }
@@ -205,7 +214,7 @@ final class FanotifyWatch: KernelWatch {
 
     /// One event's kinds, in the order they can have happened to one object: the kernel merges
     /// queued events on the same object from the same process into one mask.
-    private func decode(mask: UInt64, pid: Int32, _ records: Records,
+    private func decode(mask: UInt64, pid: Int32?, _ records: Records,
                         into events: inout [(event: KernelEvent<FileHandleKey>, pid: Int32?)]) {
         func has(_ bit: Int) -> Bool { mask & UInt64(bit) != 0 }
         if has(CSYS_FAN_Q_OVERFLOW) {

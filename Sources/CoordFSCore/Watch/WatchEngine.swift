@@ -42,6 +42,14 @@ final class WatchEngine<Kernel: KernelWatch> {
     private var currentRead = 0
     /// inotify's IN_MOVED_FROM, until the next event tells whether its IN_MOVED_TO follows.
     private var pendingMove: (key: Kernel.Key, name: FileName, isDirectory: Bool, cookie: UInt32)?
+    /// Directories whose subdirectories may not all be watched under their present names, to
+    /// be listed again after each batch until that works: a new directory could not be opened
+    /// at the path the tree gave it (it, or a directory above it, moved meanwhile, in an event
+    /// not yet handled), or a move was matched by names alone (inotify). The flag: whether what
+    /// the listing finds in a directory new to the watch is reported as created.
+    private var unsettled: [Kernel.Key: Bool] = [:]
+    /// The second move of two directories that traded places, which the tree shows already.
+    private var exchangeSecondHalf: (from: MountPath, to: MountPath)?
     /// A directory could not be watched (a limit): reported as one overflow per batch.
     private var lostTrack = false
     private var batch: [ObservedChange] = []
@@ -107,6 +115,7 @@ final class WatchEngine<Kernel: KernelWatch> {
                 pendingMove = nil
                 take(.moved(from: (move.key, move.name), to: nil, isDirectory: move.isDirectory, object: nil), pid: nil)
             }
+            settleDirectories()
             control.directories.store(tree.count, ordering: .relaxed)
             let changes = batch
             batch.removeAll(keepingCapacity: true)
@@ -149,7 +158,9 @@ final class WatchEngine<Kernel: KernelWatch> {
                 report(.created(path, isDirectory: isDirectory), paths: [path], pid: pid)
             }
             if isDirectory, tree.child(of: key, named: name) == nil {
-                follow(path, key, name, reportContents: !isOwn([path], pid: pid))
+                // What the scan finds in a directory the mount made is its own too, where only
+                // the pid can tell; where the mount notes paths, each entry is judged by its own.
+                follow(path, key, name, reportContents: !Kernel.namesProcesses || !isOwn([path], pid: pid))
             }
         case .deleted(let key, let name, let isDirectory):
             guard let path = visiblePath(key, name) else { return }
@@ -193,9 +204,22 @@ final class WatchEngine<Kernel: KernelWatch> {
 
         if let source { settle(source.2) }
         if let target { settle(target.2) }
+        if isDirectory, object == nil {
+            // Names alone may have matched the wrong directory (one made again under the old
+            // name meanwhile): both parents are checked against the disk after the batch.
+            if let source { unsettled[source.0] = unsettled[source.0] ?? false }
+            if let target { unsettled[target.0] = unsettled[target.0] ?? false }
+        }
         switch (source, target) {
         case let (source?, target?):
-            if let moving {
+            if let half = exchangeSecondHalf, half.from == source.2, half.to == target.2 {
+                exchangeSecondHalf = nil // the tree was set right by the first half
+            } else if let moving, let previous = tree.child(of: target.0, named: target.1), previous != moving,
+                      identify(source.2) == previous {
+                // The directory the move replaced now stands where the moved one was: an exchange.
+                tree.exchange(moving, previous)
+                exchangeSecondHalf = (target.2, source.2)
+            } else if let moving {
                 tree.place(moving, in: target.0, as: target.1)
             } else if isDirectory {
                 follow(target.2, target.0, target.1, reportContents: false)
@@ -240,10 +264,11 @@ final class WatchEngine<Kernel: KernelWatch> {
 
     /// Watches the new directory at `path` (`name` in `parent`) and what lies under it.
     private func follow(_ path: MountPath, _ parent: Kernel.Key, _ name: FileName, reportContents: Bool) {
-        var relative = path.bytes.dropFirst().map { CChar(bitPattern: $0) }
-        relative.append(0)
-        guard let directory = try? Syscall.openAt(root.raw, relative, O_RDONLY | O_DIRECTORY | O_NOFOLLOW) else {
-            return // gone or replaced already: its own events follow
+        guard let directory = openDirectory(path) else {
+            // Gone (its deletion follows), or moved along with a directory above it before
+            // that move was handled: the parent is listed again once the tree has caught up.
+            unsettled[parent] = (unsettled[parent] ?? false) || reportContents
+            return
         }
         var failure: Errno?
         guard let key = watch(directory.raw, failure: &failure) else {
@@ -255,22 +280,67 @@ final class WatchEngine<Kernel: KernelWatch> {
         if failure != nil { lose() }
     }
 
+    /// The key of the watched directory at `path` now, on disk; nil when none is there or it
+    /// is not watched (a watch that asking added is removed again).
+    private func identify(_ path: MountPath) -> Kernel.Key? {
+        guard let directory = openDirectory(path) else { return nil }
+        return watchedKey(of: directory.raw)
+    }
+
+    /// The key of the directory open as `directory` if it is watched; nil otherwise (and a
+    /// watch that asking added is removed again).
+    private func watchedKey(of directory: Int32) -> Kernel.Key? {
+        guard let key = try? kernel.watch(directory: directory) else { return nil }
+        guard tree.contains(key) else {
+            kernel.unwatch(key, root: root.raw)
+            return nil
+        }
+        return key
+    }
+
+    /// Lists the unsettled directories again, where their paths lead to them now.
+    private func settleDirectories() {
+        for (key, report) in unsettled {
+            if !tree.contains(key) || relist(key, report: report) { unsettled[key] = nil }
+        }
+    }
+
+    /// Watches each subdirectory of the watched directory `key` under its present name: one new
+    /// to the watch with all under it (reporting what it holds when `report`), one known under
+    /// another name moved here. False when the tree's path for `key` leads elsewhere for now.
+    private func relist(_ key: Kernel.Key, report: Bool) -> Bool {
+        guard let path = tree.path(of: key), let directory = openDirectory(path),
+              watchedKey(of: directory.raw) == key,
+              let stream = try? Syscall.openDirectoryStream(directory.raw) else { return false }
+        defer { Syscall.closeDirectoryStream(stream) }
+        var failure: Errno?
+        while let entry = try? Syscall.readDirectory(stream) {
+            guard let (name, isDirectory) = Self.entry(entry, in: directory.raw, inRoot: path.isRoot), isDirectory,
+                  let opened = try? Syscall.openAt(directory.raw, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW),
+                  let childKey = watch(opened.raw, failure: &failure),
+                  tree.child(of: key, named: name) != childKey else { continue }
+            let known = tree.contains(childKey)
+            tree.place(childKey, in: key, as: name)
+            if !known { scan(opened.raw, childKey, path.appending(name), report: report, failure: &failure) }
+        }
+        if failure != nil { lose() }
+        return true
+    }
+
+    /// The directory at `path` (not a symlink to one), opened to be listed and watched.
+    private func openDirectory(_ path: MountPath) -> OwnedDescriptor? {
+        var relative = path.isRoot ? [CChar(bitPattern: UInt8(ascii: "."))] : path.bytes.dropFirst().map { CChar(bitPattern: $0) }
+        relative.append(0)
+        return try? Syscall.openAt(root.raw, relative, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+    }
+
     /// Watches every directory under the one open as `directory` (watched as `key`, at `path`);
     /// reports each entry as created when `report`.
     private func scan(_ directory: Int32, _ key: Kernel.Key, _ path: MountPath, report: Bool, failure: inout Errno?) {
         guard let stream = try? Syscall.openDirectoryStream(directory) else { return }
         defer { Syscall.closeDirectoryStream(stream) }
         while let entry = try? Syscall.readDirectory(stream) {
-            let type = entry.pointee.d_type
-            let name = withUnsafePointer(to: &entry.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: 256) { FileName(cString: $0) }
-            }
-            if name.isEmpty || name == WatchNames.dot || name == WatchNames.dotDot { continue }
-            if StagingName.isReserved(name: name, inRoot: path.isRoot) { continue }
-            var isDirectory = type == UInt8(DT_DIR)
-            if type == UInt8(DT_UNKNOWN), let status = try? Syscall.stat(at: directory, name) {
-                isDirectory = status.st_mode & S_IFMT == S_IFDIR
-            }
+            guard let (name, isDirectory) = Self.entry(entry, in: directory, inRoot: path.isRoot) else { continue }
             let child = path.appending(name)
             if report {
                 reportedByScan[child] = currentRead
@@ -282,6 +352,21 @@ final class WatchEngine<Kernel: KernelWatch> {
             tree.place(childKey, in: key, as: name)
             scan(opened.raw, childKey, child, report: report, failure: &failure)
         }
+    }
+
+    /// A directory entry's name and whether it is a directory; nil for "." and "..", and for
+    /// the mount's reserved names.
+    private static func entry(_ entry: UnsafeMutablePointer<dirent>, in directory: Int32, inRoot: Bool) -> (FileName, Bool)? {
+        let type = entry.pointee.d_type
+        let name = withUnsafePointer(to: &entry.pointee.d_name) {
+            $0.withMemoryRebound(to: CChar.self, capacity: 256) { FileName(cString: $0) }
+        }
+        if name.isEmpty || name == WatchNames.dot || name == WatchNames.dotDot { return nil }
+        if StagingName.isReserved(name: name, inRoot: inRoot) { return nil }
+        if type == UInt8(DT_UNKNOWN), let status = try? Syscall.stat(at: directory, name) {
+            return (name, status.st_mode & S_IFMT == S_IFDIR)
+        }
+        return (name, type == UInt8(DT_DIR))
     }
 
     /// The key of the directory open as `directory`; nil when it cannot be watched. A directory
@@ -323,6 +408,8 @@ final class WatchEngine<Kernel: KernelWatch> {
         tree.setRoot(rootKey)
         reportedByScan.removeAll()
         pendingMove = nil
+        exchangeSecondHalf = nil
+        unsettled.removeAll()
         var failure: Errno?
         scan(root.raw, rootKey, .root, report: false, failure: &failure)
         if failure != nil { lostTrack = true } // the overflow just reported says it already
@@ -337,10 +424,10 @@ final class WatchEngine<Kernel: KernelWatch> {
 
     // MARK: Reporting
 
-    /// Whether a change on `paths` was the mount's own: by the pid where the kernel names one,
-    /// else by what the mount noted.
+    /// Whether a change on `paths` was the mount's own: by the pid where the kernel names
+    /// processes, else by what the mount noted.
     private func isOwn(_ paths: [MountPath], pid: Int32?) -> Bool {
-        if let pid { return pid == ownPID }
+        if Kernel.namesProcesses { return pid == ownPID }
         return paths.contains { ownChanges.isOwn($0) }
     }
 
