@@ -3,7 +3,8 @@ watch's queue (made small by the test) surely overflows; one file is deleted and
 in the middle of the flood.
 
   prepare BACKING          flood/ with the file to delete and the file to change
-  check BACKING DAEMON     in the mount: warm flood/ and its files, flood the backing with the
+  check BACKING DAEMON METHOD
+                           in the mount: warm flood/ and its files, flood the backing with the
                            daemon stopped, continue it; then a subscriber gets an overflow
                            marker, and nothing is stale: the listing equals the backing's, the
                            deleted file is gone, the changed one shows its new bytes.
@@ -21,8 +22,9 @@ def prepare(backing):
     write(os.path.join(backing, 'flood/changed'), 'old bytes\n')
 
 
-def check(backing, daemon):
+def check(backing, daemon, method):
     mount = os.getcwd()
+    assert watch_method() == method, f'the mount watches with {watch_method()}, not {method}'
     flood, inside = os.path.join(backing, 'flood'), os.path.join(mount, 'flood')
     assert sorted(os.listdir(inside)) == ['changed', 'victim']
     assert content('flood/victim') == b'to be deleted\n' and content('flood/changed') == b'old bytes\n'
@@ -65,4 +67,4 @@ def check(backing, daemon):
 if sys.argv[1] == 'prepare':
     prepare(sys.argv[2])
 else:
-    check(sys.argv[2], int(sys.argv[3]))
+    check(sys.argv[2], int(sys.argv[3]), sys.argv[4])

@@ -32,6 +32,7 @@ def check(backing, kind, method):
     mount = os.getcwd()
     m = lambda path: os.path.join(mount, path)
     b = lambda path: os.path.join(backing, path)
+    assert watch_method() == method, f'the mount watches with {watch_method()}, not {method}'
     same_tree(mount, backing, 'the starting tree')
     # Names the changes create: looked up (and missing) first, so a negative entry is cached too.
     for name in ['new', 'newdir', 'd/moved', 'e', 'f-link', '.f.new']:

@@ -31,6 +31,7 @@ try:
     assert daemon.poll() is None, f'the daemon exited with {daemon.returncode}: ' + open(errors.name).read()
     coordtest.MOUNT = mount
     os.chdir(mount)
+    print('watch:', watch_method())
     same_tree(mount, backing, 'the starting tree')
     warm(mount)
     assert outcome(os.lstat, 'new') == 'ENOENT'

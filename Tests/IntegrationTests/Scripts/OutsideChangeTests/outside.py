@@ -102,6 +102,11 @@ def outcome(f, *args):
         return errno.errorcode[e.errno]
 
 
+def watch_method():
+    """How the mount watches its backing, as its status says (None: it does not)."""
+    return coordtest.status()['server'].get('watch')
+
+
 def mode(path):
     return stat.S_IMODE(os.lstat(path).st_mode)
 

@@ -17,6 +17,7 @@ def prepare(backing):
 
 def check(backing):
     mount = os.getcwd()
+    print('watch:', watch_method())
     same_tree(mount, backing, 'the starting tree')
     warm(mount)
     watch = Watch(mount)
