@@ -85,7 +85,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CoordFSCoreTests",
-            dependencies: ["CoordFSCore", systemPackage],
+            dependencies: ["CoordFSCore", "CoordFSTestSupport", systemPackage],
             swiftSettings: swiftSettings
         ),
         .testTarget(

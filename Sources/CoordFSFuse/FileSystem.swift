@@ -44,8 +44,12 @@ public final class FileSystem: Sendable {
     public let events: EventHub
     /// Presenters registered through the control socket, asked before accesses.
     public let presenters: PresenterRegistry
+    /// What the mount changes, for a watch of the backing that cannot tell its own changes apart.
+    let ownChanges: OwnChanges
+    /// How the backing is watched; nil when it is not (set before the mount serves).
+    public nonisolated(unsafe) internal(set) var watchMethod: WatchMethod?
 
-    public init(backing: String, options: MountOptions, logger: Logger) throws(Errno) {
+    public init(backing: String, options: MountOptions, ownChanges: OwnChanges = OwnChanges(enabled: false), logger: Logger) throws(Errno) {
         let root = try Syscall.openAt(AT_FDCWD, backing, Linux.O_PATH | O_DIRECTORY)
         let device = try Syscall.statOfPathDescriptor(root.raw).st_dev
         self.nodes = try NodeTable(root: root)
@@ -65,6 +69,7 @@ public final class FileSystem: Sendable {
         self.events = EventHub()
         self.presenters = PresenterRegistry(isInTree: { pid, root in processes.isInTree(pid, rootedAt: root) })
         self.claims = ClaimTable()
+        self.ownChanges = ownChanges
     }
 
     static func from(_ request: fuse_req_t) -> FileSystem {

@@ -53,6 +53,28 @@ final class KernelNotifier: Sendable {
         }
     }
 
+    /// Drops the node's cached attributes only (a change of mode, owner, times or links).
+    func invalidateAttributes(of id: UInt64) {
+        queue.async { [session] in
+            _ = fuse_lowlevel_notify_inval_inode(session.raw, fuse_ino_t(id), -1, 0)
+        }
+    }
+
+    /// Tells the kernel that `name` in a directory, which stood for `child`, is gone: it drops
+    /// the entry and, unless other links remain, marks the inode deleted (a directory's cached
+    /// subtree goes with it), as if the removal had been made through the mount.
+    func notifyDeleted(directory id: UInt64, child: UInt64, name: FileName) {
+        queue.async { [session] in
+            name.withCString { cName in
+                // Refused when the kernel still holds entries under a directory: then the entry
+                // is dropped at least, and the kernel finds the directory gone at its next lookup.
+                if fuse_lowlevel_notify_delete(session.raw, fuse_ino_t(id), fuse_ino_t(child), cName, name.count) != 0 {
+                    _ = fuse_lowlevel_notify_inval_entry(session.raw, fuse_ino_t(id), cName, name.count)
+                }
+            }
+        }
+    }
+
     /// Drops the kernel's entry for `name` in a directory, positive or negative.
     func invalidateEntry(directory id: UInt64, name: FileName) {
         queue.async { [session] in

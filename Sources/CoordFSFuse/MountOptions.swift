@@ -2,9 +2,9 @@ import CoordFSCore
 
 /// What a mount is asked to do; filled by the command line, read by the session and operations.
 public struct MountOptions: Sendable {
-    /// How long the kernel may trust an attribute reply, in seconds. Everything that changes
-    /// the backing goes through the mount, and the kernel invalidates what the mount changes,
-    /// so long timeouts stay correct and save a round trip per `stat`.
+    /// How long the kernel may trust an attribute reply, in seconds. The mount invalidates what
+    /// it changes, and what others change in the backing as its watch reports it, so long
+    /// timeouts stay correct and save a round trip per `stat`.
     public var attributeTimeout: Double = 86_400
     /// How long the kernel may trust a name lookup (positive or negative), in seconds.
     public var entryTimeout: Double = 86_400
@@ -50,6 +50,15 @@ public struct MountOptions: Sendable {
     /// The control socket's path, told to clients through the `user.coordfs.control` attribute
     /// of every item; nil when the mount serves no socket (the attribute is then absent).
     public var controlSocket: String?
+
+    /// Watch the backing for changes made directly in it and drop what the kernel caches of
+    /// them. Off: everything is taken to change through the mount (a closed setup).
+    public var watchBacking = true
+    /// How to watch; nil: fanotify where the daemon may (it names the process), else inotify.
+    public var watchMethod: WatchMethod?
+    /// The cache timeouts, in seconds, of a mount that should watch its backing and cannot:
+    /// short, so an outside change shows within this long instead of a day later.
+    public static let unwatchedTimeout: Double = 1
 
     public init() {}
 }

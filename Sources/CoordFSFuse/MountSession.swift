@@ -23,6 +23,8 @@ public final class MountSession {
     private var session: OpaquePointer?
     /// argv for libfuse, NULL-terminated, owned here (strdup'd strings in an allocated array).
     private var arguments: UnsafeMutableBufferPointer<UnsafeMutablePointer<CChar>?>
+    /// The watch of the backing, stopped when the loop ends; nil when there is none.
+    private let watcher: BackingWatcher?
 
     /// Opens the backing directory and creates the session; nothing is mounted yet.
     public init(backing: String, mountpoint: String, options: MountOptions, logger: Logger) throws(MountFailure) {
@@ -31,11 +33,17 @@ public final class MountSession {
         self.logger = logger
         Syscall.raiseDescriptorLimit()
         umask(0) // callers' modes get their own umask (see `FileSystem.creatingForCaller`); ours must not apply
+        var options = options
+        let ownChanges = OwnChanges(enabled: true)
+        let outside = OutsideChangeSink()
+        watcher = Self.watch(backing, &options, ownChanges, outside, logger)
         do {
-            fileSystem = try FileSystem(backing: backing, options: options, logger: logger)
+            fileSystem = try FileSystem(backing: backing, options: options, ownChanges: ownChanges, logger: logger)
         } catch {
+            watcher?.stop()
             throw MountFailure("cannot open the backing directory \(backing): \(error)")
         }
+        fileSystem.watchMethod = watcher?.method
         operations = FileSystem.makeOperations()
         Self.recoverLeftovers(fileSystem, logger: logger)
 
@@ -56,12 +64,41 @@ public final class MountSession {
         session = withUnsafePointer(to: &operations) { cfuse_session_new(&fuseArguments, $0, userdata) }
         guard let session else {
             freeArguments()
+            watcher?.stop()
             throw MountFailure("libfuse could not create a session (see the message above)")
         }
         // Room for open files besides the nodes' descriptors.
         let maxNodes = options.maxNodes ?? Syscall.descriptorLimit() * 3 / 4
         fileSystem.evictor = NodeEvictor(nodes: fileSystem.nodes, session: session, maxNodes: maxNodes)
         fileSystem.notifier = KernelNotifier(session: session)
+        outside.deliver(to: fileSystem)
+    }
+
+    /// Starts the watch of the backing that `options` ask for. A mount that should watch and
+    /// cannot (limits, permissions) says so and shortens its cache timeouts instead, so that
+    /// changes made behind it show within a second rather than a day later.
+    private static func watch(_ backing: String, _ options: inout MountOptions, _ ownChanges: OwnChanges,
+                              _ outside: OutsideChangeSink, _ logger: Logger) -> BackingWatcher? {
+        guard options.watchBacking else {
+            ownChanges.setEnabled(false)
+            return nil
+        }
+        do throws(WatchFailure) {
+            let watcher = try BackingWatcher.start(root: backing, method: options.watchMethod, ownChanges: ownChanges,
+                                                   report: { batch in outside.apply(batch) })
+            ownChanges.setEnabled(watcher.method == .inotify)
+            logger.info("watching the backing for changes made directly in it",
+                        metadata: ["method": "\(watcher.method)", "directories": "\(watcher.watchedDirectories)"])
+            return watcher
+        } catch {
+            ownChanges.setEnabled(false)
+            let timeout = MountOptions.unwatchedTimeout
+            options.attributeTimeout = min(options.attributeTimeout, timeout)
+            options.entryTimeout = min(options.entryTimeout, timeout)
+            options.keepPageCache = false
+            logger.warning("cannot watch the backing for changes made directly in it (\(error)); the kernel caches for \(timeout) s instead, so such changes show within that (use --no-watch-backing if nothing changes the backing but this mount)")
+            return nil
+        }
     }
 
     /// Moves temps a crash left in the backing to the recovery folder, before anyone can open
@@ -128,6 +165,7 @@ public final class MountSession {
         guard let session else { return 1 }
         let options = fileSystem.options
         let result = cfuse_session_loop_mt(session, options.cloneDevice ? 1 : 0, options.maxIdleThreads, options.maxThreads)
+        watcher?.stop()
         fileSystem.evictor?.stop()
         fileSystem.notifier?.drain()
         fuse_session_unmount(session)

@@ -150,7 +150,21 @@ extension FileSystem {
                      _ body: @escaping @Sendable () -> Void) {
         let claim = operation.claim(strictReads: options.strictReads, inPlace: false)
         assert(claim?.span != .handle, "\(operation) makes no handle to hold its claim")
-        coordinated(request, asking: presenterAsks(operation, paths, facts), claims: claimRequests(claim, paths), body)
+        let requests = claimRequests(claim, paths)
+        coordinated(request, asking: presenterAsks(operation, paths, facts), claims: requests,
+                    noteChanges(requests, claim?.mode, body))
+    }
+
+    /// `body`, first telling a watch of the backing that names no process which paths the
+    /// mount is about to change (the ones it claims for writing), so that it can tell them
+    /// from changes made behind the mount.
+    private func noteChanges(_ requests: OperationClaimRequests, _ mode: ClaimMode?,
+                             _ body: @escaping @Sendable () -> Void) -> @Sendable () -> Void {
+        guard ownChanges.isEnabled, mode == .write || mode == .exclusive else { return body }
+        return { [ownChanges] in
+            for request in requests.now() { ownChanges.note(request.path) }
+            body()
+        }
     }
 
     /// Coordinates an open (or create) of one item: asks the presenters and takes the claim
@@ -163,8 +177,11 @@ extension FileSystem {
         let paths = OperationPaths.item(item)
         let claim = operation.claim(strictReads: options.strictReads, inPlace: inPlace)
         let keeps = claim?.span == .handle
-        withPresentersAndClaims(request, asking: presenterAsks(operation, paths, .none), claims: claimRequests(claim, paths),
+        let requests = claimRequests(claim, paths)
+        let notes = ownChanges.isEnabled && claim?.mode == .write
+        withPresentersAndClaims(request, asking: presenterAsks(operation, paths, .none), claims: requests,
                                 nonblocking: nonblocking) { [self] grant, consent in
+            if notes { for request in requests.now() { ownChanges.note(request.path) } }
             if !keeps, let grant { claims.release(grant) }
             body(keeps ? grant : nil, consent)
         }

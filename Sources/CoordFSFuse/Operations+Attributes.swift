@@ -136,6 +136,7 @@ extension FileSystem {
                     }
                 } else {
                     try changeAttributes(of: node, handle: handle, wanted.value, fields)
+                    noteChangedThroughMount(node)
                     if let handle { status = try Syscall.stat(handle.readable.raw) } else { status = try attributes(of: node) }
                 }
                 let onlySize = fields & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_CTIME) == 0

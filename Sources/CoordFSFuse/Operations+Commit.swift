@@ -28,8 +28,14 @@ extension FileSystem {
     /// the caller to drop (and with it the replaced file's descriptor) once it has replied.
     @discardableResult
     func commit(_ save: Save, origin: ChangeOrigin, onlyWithoutWriters: Bool = false) throws(Errno) -> CommitReport? {
+        if ownChanges.isEnabled {
+            let target = save.target
+            ownChanges.note(nodes.path(of: target.directory)?.appending(target.name))
+        }
         guard let report = try save.commit(durability: commitDurability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters,
-                                           reopen: reopen(descriptor:flags:)) else { return nil }
+                                           reopen: reopen(descriptor:flags:),
+                                           willKeep: { [self] directory, name in ownChanges.note(nodes.path(of: directory)?.appending(name)) })
+        else { return nil }
         if report.created { activity.clearPendingName(of: save) }
         let node = save.node
         // With no page of the node in the kernel and no open reader that could fill one with
@@ -41,7 +47,20 @@ extension FileSystem {
             notifier.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) }
         }
         publish(report.created ? .created : .changed, origin: origin, path: report.path, isDirectory: false, size: report.size)
+        if let conflict = report.conflict {
+            // A new name the kernel did not make: drop a negative entry and the listing it may hold.
+            notifier?.invalidateEntry(directory: conflict.directory.id, name: conflict.name)
+            notifier?.invalidateContents(of: conflict.directory.id)
+            publish(.conflict, origin: origin, path: report.path, destination: conflict.path, isDirectory: false, size: nil)
+        }
         return report
+    }
+
+    /// The mount changed `node`'s committed file other than through its save (a hard link made
+    /// or removed, an attribute changed by another of its names): a save of it must not take
+    /// that for a change behind the mount.
+    func noteChangedThroughMount(_ node: Node) {
+        activity.save(of: node)?.committedFileChangedThroughMount()
     }
 
     func release(_ request: fuse_req_t, _ file: UnsafeMutablePointer<fuse_file_info>) {

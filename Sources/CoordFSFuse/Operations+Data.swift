@@ -47,6 +47,7 @@ extension FileSystem {
             return try save.change(reopen: reopen(descriptor:flags:), body)
         }
         handle.wroteInPlace.store(true, ordering: .relaxed)
+        if ownChanges.isEnabled { ownChanges.note(nodes.path(of: handle.node)) }
         return try body(handle.own!.raw)
     }
 

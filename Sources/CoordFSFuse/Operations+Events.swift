@@ -23,9 +23,13 @@ extension FileSystem {
                  size: @autoclosure () -> Int64?) {
         guard let path else { return } // reachable only through a descriptor: it has no name to report
         let name = processes.name(of: origin.pid) ?? ""
-        events.publish(kind, path: path, destination: destination, isDirectory: isDirectory,
-                       origin: EventOrigin(pid: origin.pid, uid: origin.uid, processName: name),
-                       size: isDirectory ? nil : size())
+        publish(kind, path: path, destination: destination, isDirectory: isDirectory,
+                origin: EventOrigin(pid: origin.pid, uid: origin.uid, processName: name), size: isDirectory ? nil : size())
+    }
+
+    /// `publish` with the origin in full: also for changes made behind the mount.
+    func publish(_ kind: ChangeKind, path: MountPath, destination: MountPath? = nil, isDirectory: Bool, origin: EventOrigin, size: Int64?) {
+        events.publish(kind, path: path, destination: destination, isDirectory: isDirectory, origin: origin, size: size)
         guard !presenters.isEmpty else { return }
         switch kind {
         case .created, .changed, .attributes, .conflict: presenters.notify(.didChange, path: path, origin: origin.pid)

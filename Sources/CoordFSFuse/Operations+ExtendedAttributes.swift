@@ -121,7 +121,10 @@ extension FileSystem {
         let pending = PendingRequest(raw: request)
         coordinated(request, .changeExtendedAttributes, .item(item)) { [self] in
             do throws(Errno) {
-                try change(node, owner(of: pending.raw))
+                let requester = owner(of: pending.raw)
+                try change(node, requester)
+                // The owner's change went to its save; anyone else's (by another name) to the committed file.
+                if let save = activity.save(of: node), save.owner != requester { save.committedFileChangedThroughMount() }
                 publish(.attributes, origin: origin(of: pending.raw), path: path, isDirectory: node.isDirectory, size: nil)
                 replyOK(pending.raw)
             } catch {

@@ -68,6 +68,7 @@ extension FileSystem {
             try withProcessName(of: node) { (source) throws(Errno) in
                 try Syscall.link(processDirectory, source, to: parent.directory, name, flags: AT_SYMLINK_FOLLOW)
             }
+            noteChangedThroughMount(node)
         }
     }
 
@@ -92,10 +93,11 @@ extension FileSystem {
                 if flags & AT_REMOVEDIR != 0, let directory = nodes.node(named: fileName, in: parent) {
                     try refuseIfHoldingPendingFiles(directory)
                 }
+                let file = flags & AT_REMOVEDIR == 0 ? fileUnknownByName(fileName, in: parent) : nil
                 do throws(Errno) {
                     // No stat first: the kernel looked the name up, so the node table knows what it names.
                     try Syscall.unlink(at: parent.directory, fileName, flags: flags)
-                    noteRemoved(fileName, in: parent)
+                    noteRemoved(fileName, in: parent, file: file)
                     publish(.deleted, origin: origin, path: path, isDirectory: flags & AT_REMOVEDIR != 0, size: nil)
                 } catch .noSuchFileOrDirectory where removedPending {
                     // Only the pending file had the name.
@@ -139,11 +141,15 @@ extension FileSystem {
                 if let movingNode { movingIdentity = movingNode.identity } else { movingIdentity = FileIdentity(try Syscall.stat(at: source.directory, sourceName)) }
                 let replacedNode = nodes.node(named: destinationName, in: destination).flatMap { $0.identity == movingIdentity ? nil : $0 }
                 if let replacedNode, flags & Linux.RENAME_EXCHANGE == 0 { try refuseIfHoldingPendingFiles(replacedNode) }
+                let replacedFile = flags & (Linux.RENAME_EXCHANGE | Linux.RENAME_NOREPLACE) == 0
+                    ? fileUnknownByName(destinationName, in: destination).flatMap { $0 == movingIdentity ? nil : $0 } : nil
                 try Syscall.rename(source.directory, sourceName, to: destination.directory, destinationName, flags: flags)
 
+                if let replacedFile { noteRemoved(destinationName, in: destination, file: replacedFile) }
                 if let replacedNode {
                     if flags & Linux.RENAME_EXCHANGE != 0 {
                         nodes.moved(replacedNode, to: source, name: sourceName)
+                        activity.save(of: replacedNode)?.nameRemovedThroughMount(destinationName, in: destination)
                     } else {
                         noteRemoved(destinationName, in: destination)
                     }
@@ -172,11 +178,19 @@ extension FileSystem {
         }
     }
 
-    /// The name `directory`/`name` went from the backing. A directory it stood for (whose
-    /// children's paths hang on it), or a file with a pending save, learns at once whether it
-    /// has names left; a save of a file with none is discarded, as its writes have nowhere to go.
-    private func noteRemoved(_ name: FileName, in directory: Node) {
-        guard let removed = nodes.removedName(name, in: directory) else { return }
+    /// The name `directory`/`name` went from the backing, through the mount. A directory it
+    /// stood for (whose children's paths hang on it), or a file with a pending save, learns at
+    /// once whether it has names left; a save of a file with none is discarded, as its writes
+    /// have nowhere to go, and a save of a file with others learns that the mount removed the
+    /// name (not a change behind the mount).
+    ///
+    /// `file`: what the name stood for when the node table knew it by no name (see
+    /// `fileUnknownByName`), so that a save of it learns of the removal all the same.
+    private func noteRemoved(_ name: FileName, in directory: Node, file: FileIdentity? = nil) {
+        guard let removed = nodes.removedName(name, in: directory) else {
+            if let file, let node = nodes.node(identity: file) { activity.save(of: node)?.nameRemovedThroughMount(name, in: directory) }
+            return
+        }
         let save = activity.save(of: removed)
         if let save, !save.target.exists {
             // A file created through the mount and not committed yet, whose name a rename took:
@@ -185,7 +199,18 @@ extension FileSystem {
             activity.clearPendingName(of: save)
             return
         }
+        save?.nameRemovedThroughMount(name, in: directory)
         if removed.isDirectory || save != nil, nodes.isUnlinked(removed) { save?.discard() }
+    }
+
+    /// The file a name the mount is about to remove stands for, when a save is in flight and
+    /// the node table does not know the name: a hard link of a file it knows by another name
+    /// (a lookup of one link renames the node). Its removal moves the file's change time, which
+    /// its save must not take for a change behind the mount. One stat, only while saves are
+    /// in flight and only for names the table does not know.
+    private func fileUnknownByName(_ name: FileName, in directory: Node) -> FileIdentity? {
+        guard activity.hasSaves, nodes.node(named: name, in: directory) == nil else { return nil }
+        return (try? Syscall.stat(at: directory.directory, name)).map(FileIdentity.init)
     }
 
     /// A directory that files created through the mount and not committed yet are to appear

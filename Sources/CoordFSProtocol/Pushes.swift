@@ -39,12 +39,16 @@ public struct OverflowPush: Sendable, Hashable, Codable {
     public var dropped: UInt64
     public var first: UInt64
     public var last: UInt64
+    /// Absent when the subscriber's queue filled; `backing` when the watch of the backing lost
+    /// changes made behind the mount (anything may have changed).
+    public var reason: String?
 
-    public init(subscription: UInt64, dropped: UInt64, first: UInt64, last: UInt64) {
+    public init(subscription: UInt64, dropped: UInt64, first: UInt64, last: UInt64, reason: String? = nil) {
         self.subscription = subscription
         self.dropped = dropped
         self.first = first
         self.last = last
+        self.reason = reason
     }
 }
 

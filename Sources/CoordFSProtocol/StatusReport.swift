@@ -10,13 +10,17 @@ public struct StatusReport: Sendable, Hashable, Codable {
         /// Seconds since the server started.
         public var uptime: Double
         public var connections: Int
+        /// How the mount watches its backing for changes made directly in it (`fanotify` or
+        /// `inotify`); absent when it does not.
+        public var watch: String?
 
-        public init(name: String, version: Int, socket: String, uptime: Double, connections: Int) {
+        public init(name: String, version: Int, socket: String, uptime: Double, connections: Int, watch: String? = nil) {
             self.name = name
             self.version = version
             self.socket = socket
             self.uptime = uptime
             self.connections = connections
+            self.watch = watch
         }
     }
 

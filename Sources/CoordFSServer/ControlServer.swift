@@ -25,6 +25,8 @@ public final class ControlServer: Sendable {
         public var maxClaimWait: Duration = .seconds(86_400)
         /// Named in the `hello` reply and in status.
         public var serverName = "coordfs"
+        /// How the mount watches its backing, for status; nil when it does not.
+        public var backingWatch: String?
         /// How long `start` waits for a server that still listens on the socket path to go.
         /// A daemon goes on for a moment after its mount is unmounted (it answers the kernel's
         /// last requests, then closes its socket), so `fusermount3 -u m; coordfs mount b m`

@@ -38,7 +38,7 @@ extension ServerContext {
         }
         return StatusReport(
             server: .init(name: options.serverName, version: ProtocolVersion.current, socket: socketPath,
-                          uptime: (now - started).seconds, connections: sessions.count),
+                          uptime: (now - started).seconds, connections: sessions.count, watch: options.backingWatch),
             connections: ordered.map { .init(session: $0.id, pid: $0.peer.pid, uid: $0.peer.uid, client: $0.client,
                                              age: (now - $0.connected).seconds) },
             events: .init(sequence: statistics.sequence, oldest: statistics.oldestInHistory, history: statistics.historyCount,

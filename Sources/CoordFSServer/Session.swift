@@ -238,7 +238,8 @@ final class Session {
             }
             if let overflow = batch.overflow,
                let line = try? WireFormat.line(Push.overflow(OverflowPush(subscription: wireID, dropped: overflow.dropped,
-                                                                           first: overflow.firstDropped, last: overflow.lastDropped))) {
+                                                                           first: overflow.firstDropped, last: overflow.lastDropped,
+                                                                           reason: overflow.backingLost ? "backing" : nil))) {
                 buffer.writeBytes(line)
             }
             if buffer.readableBytes > 0 {

@@ -87,6 +87,12 @@ struct Mount: ParsableCommand {
     @Option(help: ArgumentHelp("Permissions of the control socket, in octal (default 600: only the mounting user; 666 lets every user connect, each seeing only what it could read).", valueName: "mode"))
     var socketMode: String = "600"
 
+    @Flag(help: "Do not watch the backing for changes made directly in it (for setups where everything goes through the mount: no watch, day-long caches).")
+    var noWatchBacking = false
+
+    @Option(help: ArgumentHelp("How to watch the backing: fanotify (names the process; needs CAP_SYS_ADMIN) or inotify (default: fanotify where permitted).", valueName: "method"))
+    var watchBacking: WatchMethod?
+
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level"))
     var logLevel: Logger.Level = .notice
 
@@ -100,6 +106,7 @@ struct Mount: ParsableCommand {
         guard claimTimeout > 0 else { throw ValidationError("--claim-timeout must be more than 0") }
         guard presenterTimeout > 0 else { throw ValidationError("--presenter-timeout must be more than 0") }
         guard socketPermissions != nil else { throw ValidationError("--socket-mode must be an octal mode such as 600 or 666") }
+        if noWatchBacking, watchBacking != nil { throw ValidationError("--no-watch-backing and --watch-backing exclude each other") }
     }
 
     /// `--socket-mode` as permission bits, nil when it is not an octal number up to 777.
@@ -135,6 +142,8 @@ struct Mount: ParsableCommand {
         options.strictReads = strictReads
         options.durability = durability
         options.namedTemps = namedTemps
+        options.watchBacking = !noWatchBacking
+        options.watchMethod = watchBacking
         options.inPlace = InPlacePolicy(patterns: (noDefaultInPlace ? [] : InPlacePolicy.defaultPatterns) + inPlacePatterns,
                                         largerThan: inPlaceLargerThan > 0 ? inPlaceLargerThan << 20 : nil)
         return options
@@ -198,6 +207,7 @@ struct Mount: ParsableCommand {
     private func startControlServer(_ socketPath: String, _ fileSystem: FileSystem, logger: Logger) throws(ControlSocketError) -> ControlServer {
         var serverOptions = ControlServer.Options()
         serverOptions.defaultClaimWait = .milliseconds(Int64(claimTimeout * 1000))
+        serverOptions.backingWatch = fileSystem.watchMethod?.rawValue
         return try ControlServer.start(socketPath: socketPath, mode: socketPermissions!, hub: fileSystem.events,
                                        presenters: fileSystem.presenters, claims: fileSystem.claims,
                                        access: BackingPathAccess(rootDescriptor: fileSystem.nodes.root.directory),

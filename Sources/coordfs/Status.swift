@@ -36,6 +36,8 @@ struct Status: ParsableCommand {
         var lines: [OutputLine] = []
         let server = report.server
         lines.append("\(server.name) · protocol \(server.version) · up \(formatDuration(server.uptime)) · socket \(server.socket)")
+        lines.append(server.watch.map { "watching the backing for changes made directly in it (\($0))" }
+                     ?? "not watching the backing: changes made directly in it are not seen")
 
         let events = report.events
         lines.append("")

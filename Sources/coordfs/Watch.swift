@@ -15,7 +15,8 @@ struct Watch: ParsableCommand {
         one JSON object per line: the control protocol's event (paths relative to the mount, \
         with pathBytes when a path is not UTF-8). \
         When events are lost because they were not read fast enough, a line "PATH overflow N" \
-        says so: rescan. Exit status: 0 after an event or --count events, 2 when --timeout \
+        says so: rescan ("PATH overflow N (backing)" when the mount lost track of changes made \
+        directly in its backing: anything may have changed). Exit status: 0 after an event or --count events, 2 when --timeout \
         passed without any, 1 on error.
         """
     )
@@ -193,9 +194,10 @@ struct WatchOptions: Sendable {
             return line
         case .overflow(let overflow):
             if json {
-                return "{\"overflow\":{\"dropped\":\(overflow.dropped),\"first\":\(overflow.first),\"last\":\(overflow.last)}}"
+                let reason = overflow.backingLost ? ",\"reason\":\"backing\"" : ""
+                return "{\"overflow\":{\"dropped\":\(overflow.dropped),\"first\":\(overflow.first),\"last\":\(overflow.last)\(reason)}}"
             }
-            return "\(raw: path.given) overflow \(overflow.dropped)"
+            return "\(raw: path.given) overflow \(overflow.dropped)\(overflow.backingLost ? " (backing)" : "")"
         }
     }
 }

@@ -42,6 +42,28 @@ private final class WakeCounter: Sendable {
         #expect(hub.sequence == 3)
     }
 
+    @Test func aLostBackingWatchGivesEverySubscriberAMarkerAfterWhatItHasQueued() {
+        let hub = EventHub()
+        let idle = WakeCounter()
+        let busy = WakeCounter()
+        let idleSubscription = hub.subscribe(to: path("/elsewhere"), recursive: true, onReady: idle.callback)
+        _ = idleSubscription.next() // taken everything: now idle, to be woken
+        let busySubscription = hub.subscribe(to: .root, recursive: true, onReady: busy.callback)
+        publish(hub, .created, "/a")
+        hub.resynchronizeAll()
+        publish(hub, .changed, "/a") // dropped into the marker until the consumer catches up
+        #expect(idle.value == 1)
+        let drained = drainAll(busySubscription)
+        #expect(drained.events.map(\.sequence) == [1])
+        #expect(drained.overflow == EventOverflow(firstDropped: 2, lastDropped: 2, dropped: 1, backingLost: true))
+        let quiet = drainAll(idleSubscription)
+        #expect(quiet.events.isEmpty)
+        #expect(quiet.overflow?.backingLost == true && quiet.overflow?.dropped == 0)
+        publish(hub, .deleted, "/a")
+        #expect(drainAll(busySubscription).events.map(\.kind) == [.deleted])
+        #expect(hub.statistics().overflows >= 1)
+    }
+
     @Test func nonRecursiveDirectorySeesItselfAndItsEntriesOnly() {
         let hub = EventHub()
         let subscription = hub.subscribe(to: path("/d"), recursive: false) {}

@@ -36,6 +36,26 @@ import Testing
         #expect(table.path(of: table.root) == .root)
     }
 
+    @Test func nodesAreFoundByPathIdentityAndName() throws {
+        run("mkdir -p d/e && echo x > d/e/f && ln d/e/f d/g")
+        let table = try makeTable()
+        let directory = try lookUp(table, table.root, "d")
+        let inner = try lookUp(table, directory, "e")
+        let file = try lookUp(table, inner, "f")
+        #expect(table.node(at: .root) === table.root)
+        #expect(table.node(at: try #require(MountPath("/d/e/f"))) === file)
+        #expect(table.node(at: try #require(MountPath("/d/g"))) == nil) // never looked up by that name
+        #expect(table.node(identity: file.identity) === file)
+        let named = table.namedNodes()
+        #expect(named.count == 3)
+        #expect(named.contains { $0.node === file && $0.directory === inner && $0.name == "f" })
+        // Moved behind the tree's back and told: found at its new path only.
+        run("mv d/e d/moved")
+        table.moved(inner, to: directory, name: "moved")
+        #expect(table.node(at: try #require(MountPath("/d/moved/f"))) === file)
+        #expect(table.node(at: try #require(MountPath("/d/e/f"))) == nil)
+    }
+
     @Test func lookupsCountAndForgetEvicts() throws {
         run("mkdir d && echo x > d/f")
         let table = try makeTable()

@@ -29,6 +29,11 @@ import Testing
         #expect(group == getpid())
     }
 
+    @Test func aProcessIsOwnedByItsUser() {
+        #expect(ProcessFacts.owner(of: getpid()) == geteuid())
+        #expect(ProcessFacts.owner(of: 2_000_000_000) == nil, "gone")
+    }
+
     @Test func anUnknownIdStandsForItself() {
         // Above the kernel's largest possible pid (4 194 304), so never a live thread.
         #expect(facts.threadGroup(of: 2_000_000_000) == 2_000_000_000)

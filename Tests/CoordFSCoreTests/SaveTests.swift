@@ -1,3 +1,4 @@
+import CoordFSTestSupport
 import Glibc
 import SystemPackage
 import Testing
@@ -199,7 +200,7 @@ import Testing
         try fixture.write(save, Array("final".utf8))
         _ = try fixture.lookUp("b") // the mount learns the other name
         #expect(fixture.scratch.shell("rm a"))
-        _ = fixture.table.removedName("a", in: fixture.table.root)
+        fixture.removedThroughMount("a", of: save)
         #expect(!fixture.table.isUnlinked(node))
 
         let report = try #require(try fixture.commit(save))
@@ -218,6 +219,7 @@ import Testing
         let (linked, again) = try fixture.save(of: "a2")
         try fixture.write(again, Array("third".utf8))
         #expect(fixture.scratch.shell("printf someone-else > d && mv d a2"))
+        fixture.removedThroughMount("a2", of: again)
         _ = try #require(try fixture.commit(again))
         #expect(linked === node)
         #expect(try fixture.scratch.read("b") == Array("third version".utf8))
@@ -225,13 +227,15 @@ import Testing
         #expect(try fixture.scratch.read("a") == Array("other".utf8))
     }
 
-    /// A file with no name left has nowhere to go: the commit drops its changes.
+    /// A file whose owner removed its last name through the mount has nowhere to go: the
+    /// commit drops its changes.
     @Test func saveOfAFileWithNoNameLeftCommitsNothing() throws {
         let fixture = try SaveFixture(unnamed: true)
         try fixture.scratch.write("solo", Array("v1".utf8))
         let (_, save) = try fixture.save(of: "solo")
         try fixture.write(save, Array("v2".utf8))
         #expect(fixture.scratch.shell("rm solo"))
+        fixture.removedThroughMount("solo", of: save)
         #expect(try fixture.commit(save) == nil)
         #expect(try fixture.scratch.names() == [])
     }
@@ -254,6 +258,164 @@ import Testing
         let report = try #require(try fixture.commit(save, onlyWithoutWriters: true))
         #expect(report.size == 3)
         #expect(try fixture.scratch.read("doc") == Array("new".utf8))
+    }
+
+    // MARK: Changes made behind the mount
+
+    /// Someone wrote the committed file in place, behind the mount, while an O_TRUNC save was
+    /// open (the same size: only its change time tells): the commit goes ahead, and the version
+    /// found is kept beside it, by a hard link under a conflict name that keeps the extension.
+    @Test(arguments: [true, false])
+    func outsideWriteInPlaceKeepsBothVersions(unnamed: Bool) throws {
+        let fixture = try SaveFixture(unnamed: unnamed)
+        try fixture.scratch.write("notes.txt", Array("version 1".utf8))
+        let (node, save) = try fixture.save(of: "notes.txt")
+        let committed = node.identity
+        try save.truncate(to: 0, reopen: SaveFixture.reopen)
+        try fixture.write(save, Array("mine".utf8))
+        waitForCoarseClock(toPass: try fixture.scratch.status("notes.txt").st_ctim) // a change time of its own, on any kernel
+        let outside = try Syscall.openAt(fixture.scratch.raw, "notes.txt", O_WRONLY)
+        try fixture.scratch.write(outside.raw, Array("VERSION 1".utf8))
+
+        let report = try #require(try fixture.commit(save))
+        let conflict = try #require(report.conflict)
+        let kept = try #require(conflict.name.string)
+        #expect(!report.created)
+        #expect(report.path?.description == "/notes.txt")
+        #expect(kept.hasPrefix("notes.conflict-") && kept.hasSuffix(".txt") && kept.utf8.count == "notes.conflict-20261124-221500.txt".utf8.count)
+        #expect(conflict.directory === fixture.table.root)
+        #expect(conflict.path == MountPath.root.appending(conflict.name))
+        #expect(try fixture.scratch.read("notes.txt") == Array("mine".utf8))
+        #expect(try fixture.scratch.read(kept) == Array("VERSION 1".utf8))
+        #expect(FileIdentity(try fixture.scratch.status(kept)) == committed, "a link to the file found, not a copy")
+        #expect(try fixture.scratch.names() == ["notes.txt", conflict.name], "nothing else appeared")
+    }
+
+    /// Someone renamed another file over the committed one behind the mount: that file is kept
+    /// under the conflict name (no extension to keep here), the save's version takes the name.
+    @Test(arguments: [true, false])
+    func outsideReplaceByRenameKeepsBothVersions(unnamed: Bool) throws {
+        let fixture = try SaveFixture(unnamed: unnamed)
+        try fixture.scratch.write("doc", Array("old".utf8))
+        let (_, save) = try fixture.save(of: "doc")
+        try fixture.write(save, Array("mine".utf8))
+        #expect(fixture.scratch.shell("printf theirs > new && mv new doc"))
+        let theirs = FileIdentity(try fixture.scratch.status("doc"))
+
+        let report = try #require(try fixture.commit(save))
+        let conflict = try #require(report.conflict)
+        let kept = try #require(conflict.name.string)
+        #expect(!report.created)
+        #expect(kept.hasPrefix("doc.conflict-") && kept.utf8.count == "doc.conflict-20261124-221500".utf8.count)
+        #expect(try fixture.scratch.read("doc") == Array("mine".utf8))
+        #expect(try fixture.scratch.read(kept) == Array("theirs".utf8))
+        #expect(FileIdentity(try fixture.scratch.status(kept)) == theirs)
+        #expect(try fixture.scratch.names() == ["doc", conflict.name])
+    }
+
+    /// A chmod behind the mount changes no byte, but it is a change all the same: kept.
+    @Test func outsideChmodIsAChangeToo() throws {
+        let fixture = try SaveFixture(unnamed: true)
+        try fixture.scratch.write("doc", Array("old".utf8))
+        let (_, save) = try fixture.save(of: "doc")
+        try fixture.write(save, Array("new".utf8))
+        waitForCoarseClock(toPass: try fixture.scratch.status("doc").st_ctim)
+        #expect(fixture.scratch.shell("chmod 600 doc"))
+        let report = try #require(try fixture.commit(save))
+        let kept = try #require(report.conflict?.name)
+        #expect(try fixture.scratch.status(kept).st_mode & 0o777 == 0o600)
+        #expect(try fixture.scratch.status("doc").st_mode & 0o777 == 0o644, "the save's version, with the mode it staged with")
+        #expect(try fixture.scratch.read("doc") == Array("new".utf8))
+    }
+
+    /// Deleted behind the mount: there is no other version to keep, and the commit makes the
+    /// name again, as a new file (a `created` event, after the outside `deleted`).
+    @Test(arguments: [true, false])
+    func outsideDeletionIsCommittedAsANewFile(unnamed: Bool) throws {
+        let fixture = try SaveFixture(unnamed: unnamed)
+        try fixture.scratch.write("doc", Array("old".utf8))
+        let (node, save) = try fixture.save(of: "doc")
+        try fixture.write(save, Array("mine".utf8))
+        #expect(fixture.scratch.shell("rm doc"))
+
+        let report = try #require(try fixture.commit(save))
+        #expect(report.created)
+        #expect(report.conflict == nil)
+        #expect(try fixture.scratch.read("doc") == Array("mine".utf8))
+        #expect(node.identity == FileIdentity(try fixture.scratch.status("doc")))
+        #expect(try fixture.scratch.names() == ["doc"])
+    }
+
+    /// Changes the mount itself made to the committed file while the save was open move its
+    /// change time too (a hard link made and removed through the mount, the owner's rename):
+    /// they are no conflict. Without the notices, each of them would be taken for one.
+    @Test(arguments: [true, false])
+    func changesThroughTheMountAreNoConflict(unnamed: Bool) throws {
+        let fixture = try SaveFixture(unnamed: unnamed)
+        try fixture.scratch.write("doc", Array("old".utf8))
+        let (node, save) = try fixture.save(of: "doc")
+        try fixture.write(save, Array("one".utf8))
+        let first = try #require(try fixture.commit(save))
+        #expect(first.conflict == nil)
+        #expect(try fixture.scratch.names() == ["doc"])
+
+        try fixture.write(save, Array("two".utf8))
+        #expect(fixture.scratch.shell("ln doc other"))
+        save.committedFileChangedThroughMount()
+        _ = try fixture.lookUp("other") // the kernel looks a name up before it removes it
+        #expect(fixture.scratch.shell("rm other"))
+        fixture.removedThroughMount("other", of: save)
+        #expect(fixture.scratch.shell("mv doc renamed"))
+        fixture.table.moved(node, to: fixture.table.root, name: "renamed")
+        save.retarget(directory: fixture.table.root, name: "renamed")
+        let second = try #require(try fixture.commit(save))
+        #expect(second.conflict == nil)
+        #expect(try fixture.scratch.read("renamed") == Array("two".utf8))
+        #expect(try fixture.scratch.names() == ["renamed"])
+
+        // The same hard link made without the notice is taken for a change behind the mount.
+        try fixture.write(save, Array("three".utf8))
+        waitForCoarseClock(toPass: try fixture.scratch.status("renamed").st_ctim)
+        #expect(fixture.scratch.shell("ln renamed other"))
+        let third = try #require(try fixture.commit(save))
+        #expect(third.conflict != nil)
+    }
+
+    @Test func conflictNamesKeepTheExtensionAndAreNeverReserved() throws {
+        let time: time_t = 1_795_558_500 // 2026-11-24 22:15:00 UTC
+        #expect(ConflictName.make(for: "notes.txt", at: time) == "notes.conflict-20261124-221500.txt")
+        #expect(ConflictName.make(for: "notes.txt", at: time, attempt: 3) == "notes.conflict-20261124-221500-3.txt")
+        #expect(ConflictName.make(for: "archive.tar.gz", at: time) == "archive.tar.conflict-20261124-221500.gz")
+        #expect(ConflictName.make(for: "Makefile", at: time) == "Makefile.conflict-20261124-221500")
+        #expect(ConflictName.make(for: ".bashrc", at: time) == ".bashrc.conflict-20261124-221500")
+        #expect(ConflictName.make(for: "odd.", at: time) == "odd..conflict-20261124-221500")
+        #expect(ConflictName.make(for: FileName([0xFF, 0x2E, 0x74])!, at: time).bytes
+                == [0xFF] + Array(".conflict-20261124-221500.t".utf8), "bytes, not text")
+
+        // Too long for NAME_MAX: the stem is cut, not inside a UTF-8 sequence, the extension stays.
+        let long = name(String(repeating: "é", count: 127) + ".md") // 254 + 3 bytes
+        let shortened = ConflictName.make(for: long, at: time, attempt: 12)
+        #expect(shortened.count <= 255)
+        let text = try #require(shortened.string, "still valid UTF-8")
+        #expect(text.hasSuffix(".conflict-20261124-221500-12.md") && text.hasPrefix("éé"))
+
+        for made in [ConflictName.make(for: ".coordfs-tmp-0123456789abcdef", at: time),
+                     ConflictName.make(for: ".coordfs-recovery", at: time), shortened] {
+            #expect(!StagingName.isReserved(name: made, inRoot: true))
+        }
+    }
+
+    /// A conflict name already taken gets the next counter: nothing in the backing is replaced.
+    @Test func keepingDrawsTheNextFreeName() throws {
+        let fixture = try SaveFixture(unnamed: true)
+        let time: time_t = 1_795_558_500
+        try fixture.scratch.write("doc", Array("theirs".utf8))
+        try fixture.scratch.write(ConflictName.make(for: "doc", at: time), Array("earlier".utf8))
+        let kept = try ConflictName.keep("doc", in: fixture.scratch.raw, at: time)
+        #expect(kept == "doc.conflict-20261124-221500-2")
+        #expect(try fixture.scratch.read("doc.conflict-20261124-221500") == Array("earlier".utf8))
+        #expect(try fixture.scratch.read("doc.conflict-20261124-221500-2") == Array("theirs".utf8))
+        #expect(throws: Errno.noSuchFileOrDirectory) { try ConflictName.keep("gone", in: fixture.scratch.raw, at: time) }
     }
 }
 
@@ -312,5 +474,12 @@ final class SaveFixture {
 
     func commit(_ save: Save, durability: Durability = .none, onlyWithoutWriters: Bool = false) throws -> CommitReport? {
         try save.commit(durability: durability, nodes: table, onlyWithoutWriters: onlyWithoutWriters, reopen: Self.reopen)
+    }
+
+    /// What the FUSE layer does after an unlink or a rename over `name` through the mount
+    /// (`noteRemoved`): the node table forgets the name, and the save of its file learns it.
+    func removedThroughMount(_ name: FileName, of save: Save) {
+        _ = table.removedName(name, in: table.root)
+        save.nameRemovedThroughMount(name, in: table.root)
     }
 }

@@ -1,4 +1,5 @@
 import CoordFSCore
+import CoordFSTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -217,6 +218,82 @@ import Testing
             #expect(output == "in flight\nclosed\n", "\(output)")
             #expect(try rawNames(under: scratch.backing) == (before + [Array("d/new".utf8)]).sorted { $0.lexicographicallyPrecedes($1) })
             try expectBackingMatchesMount(scratch)
+        }
+    }
+
+    /// A save in flight meets a change made directly in the backing: the file written in place
+    /// (the same size: only its change time tells), or replaced by `mv`. At the close the mount
+    /// writer's version is the file, the version found in the backing is kept beside it under
+    /// a conflict name (through the mount and in the backing, byte for byte), nothing else
+    /// appears, and `coordfs watch` prints a `conflict` event naming both.
+    @Test(arguments: ["in place", "by rename"])
+    func aSaveMeetingAChangeBehindTheMountKeepsBothVersions(outsideChange: String) throws {
+        try withMount { scratch in
+            let mine = Data("mount writer \u{FF}\u{0}\n".unicodeScalars.map { UInt8($0.value) })
+            let theirs = Data("OUTSIDE WRITER\n".utf8)
+            #expect(try shell("printf 'committed text\\n' > notes.txt", in: scratch.mountpoint).status == 0)
+            let watchOutput = scratch.root + "/watch.json"
+            let watcher = try ChildProcess([coordfsBinary, "watch", "--recursive", "--json", "--event", "conflict", "--count", "1",
+                                            "--timeout", "60", scratch.mountpoint], in: scratch.root, output: watchOutput)
+            defer { watcher.stop() }
+            try scratch.waitForStatus("the watch subscribed") { !$0.subscribers.isEmpty }
+
+            let output = try Self.python("CoordinationTests/aSaveMeetingAChangeBehindTheMountKeepsBothVersions", in: scratch.mountpoint,
+                                         pausingFor: {
+                let file = scratch.backing + "/notes.txt"
+                if outsideChange == "in place" {
+                    // The same size: only the change time tells, which must be one of its own.
+                    waitForCoarseClock(toPass: try Syscall.stat(at: AT_FDCWD, file).st_ctim)
+                    let handle = try #require(FileHandle(forUpdatingAtPath: file))
+                    try handle.write(contentsOf: theirs)
+                    try handle.close()
+                } else {
+                    try theirs.write(to: URL(fileURLWithPath: scratch.backing + "/incoming"))
+                    #expect(Glibc.rename(scratch.backing + "/incoming", file) == 0)
+                }
+            })
+            #expect(output == "in flight\nclosed\n", "\(output)")
+
+            let names = try FileManager.default.contentsOfDirectory(atPath: scratch.backing).sorted()
+            let kept = names.first { $0 != "notes.txt" } ?? "none"
+            #expect(names == [kept, "notes.txt"].sorted(), "nothing but the conflict copy appeared: \(names)")
+            #expect(kept.wholeMatch(of: /notes\.conflict-[0-9]{8}-[0-9]{6}\.txt/) != nil, "\(kept)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.mountpoint).sorted() == names)
+            #expect(FileManager.default.contents(atPath: scratch.mountpoint + "/notes.txt") == mine)
+            #expect(FileManager.default.contents(atPath: scratch.backing + "/notes.txt") == mine)
+            #expect(FileManager.default.contents(atPath: scratch.mountpoint + "/" + kept) == theirs)
+            #expect(FileManager.default.contents(atPath: scratch.backing + "/" + kept) == theirs)
+
+            #expect(watcher.waitForExit(within: .seconds(30)), "no conflict event: \(watcher.output)")
+            let event = (try? JSONSerialization.jsonObject(with: Data(watcher.output.utf8))) as? [String: Any]
+            #expect(event?["kind"] as? String == "conflict", "\(watcher.output)")
+            #expect(event?["path"] as? String == "/notes.txt", "\(watcher.output)")
+            #expect(event?["destination"] as? String == "/" + kept, "\(watcher.output)")
+        }
+    }
+
+    /// A save in flight whose file is deleted in the backing: there is no other version to
+    /// keep, and the close saves the file again, reported as `created`.
+    @Test func aSaveMeetingADeletionBehindTheMountSavesTheFileAgain() throws {
+        try withMount { scratch in
+            let mine = Data("mount writer \u{FF}\u{0}\n".unicodeScalars.map { UInt8($0.value) })
+            #expect(try shell("printf 'committed text\\n' > notes.txt", in: scratch.mountpoint).status == 0)
+            let watcher = try ChildProcess([coordfsBinary, "watch", "--recursive", "--json", "--event", "created,conflict", "--count", "1",
+                                            "--timeout", "60", scratch.mountpoint], in: scratch.root, output: scratch.root + "/watch.json")
+            defer { watcher.stop() }
+            try scratch.waitForStatus("the watch subscribed") { !$0.subscribers.isEmpty }
+
+            let output = try Self.python("CoordinationTests/aSaveMeetingAChangeBehindTheMountKeepsBothVersions", in: scratch.mountpoint,
+                                         pausingFor: { #expect(unlink(scratch.backing + "/notes.txt") == 0) })
+            #expect(output == "in flight\nclosed\n", "\(output)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.backing) == ["notes.txt"])
+            #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.mountpoint) == ["notes.txt"])
+            #expect(FileManager.default.contents(atPath: scratch.mountpoint + "/notes.txt") == mine)
+            #expect(FileManager.default.contents(atPath: scratch.backing + "/notes.txt") == mine)
+            #expect(watcher.waitForExit(within: .seconds(30)), "no event: \(watcher.output)")
+            let event = (try? JSONSerialization.jsonObject(with: Data(watcher.output.utf8))) as? [String: Any]
+            #expect(event?["kind"] as? String == "created", "\(watcher.output)")
+            #expect(event?["path"] as? String == "/notes.txt", "\(watcher.output)")
         }
     }
 

@@ -25,6 +25,9 @@ public struct CommitReport: Sendable {
     /// Dropping the last reference closes what may be the replaced file's last descriptor, and
     /// the filesystem then frees its blocks: tens of microseconds better spent after the reply.
     public let replaced: NodeBacking?
+    /// Where the version the commit found changed behind the mount was kept, when it found one
+    /// (see `SaveBaseline`); the commit's own version is the file all the same.
+    public var conflict: ConflictCopy? = nil
 }
 
 /// The pending atomic save of one file by one owner: every handle that owner opens for
@@ -34,7 +37,8 @@ public struct CommitReport: Sendable {
 /// Until the first change it reads the committed file; the first change stages a temp (see
 /// `StagedFile`: unnamed where the backing allows; a copy, or empty for O_TRUNC), and every
 /// later change goes there. A commit puts the temp in place of the file; a change after a
-/// commit stages again.
+/// commit stages again. A commit that finds the file changed behind the mount since the
+/// staging first keeps that version beside it (see `SaveBaseline` and `ConflictName`).
 ///
 /// Sendable: `node`, `owner` and `staging` never change; everything else is in `state`.
 public final class Save: Sendable {
@@ -59,6 +63,9 @@ public final class Save: Sendable {
         var failure: Errno?
         /// Set when the owner unlinked the file: nothing commits any more.
         var discarded = false
+        /// The mount took the name the commit goes to away (the owner's unlink, or a rename
+        /// over it): another file or none there is not a change behind the mount.
+        var nameRemovedThroughMount = false
         /// Handles open for writing; the save ends with the last one.
         var writers = 0
         /// Whether `current` was opened for writing (the temp is; the committed file is not).
@@ -194,26 +201,51 @@ public final class Save: Sendable {
     /// target (see `StagedFile.commit`). Returns nil when there was nothing to commit; throws
     /// the failure of an earlier change. With `onlyWithoutWriters`, commits only if no writer
     /// joined meanwhile (the last writer's release): a writer that joined commits at its own close.
-    /// `reopen` opens the object behind a descriptor afresh with other flags.
+    /// `reopen` opens the object behind a descriptor afresh with other flags; `willKeep` hears
+    /// the name a conflict copy is about to be linked under.
     public func commit(durability: Durability, nodes: NodeTable, onlyWithoutWriters: Bool = false,
-                reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor) throws(Errno) -> CommitReport? {
+                reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
+                willKeep: (_ directory: Node, FileName) -> Void = { _, _ in }) throws(Errno) -> CommitReport? {
         try state.withLock { (state) throws(Errno) -> CommitReport? in
             if onlyWithoutWriters && state.writers > 0 { return nil }
             if let failure = state.failure { throw failure }
             guard !state.discarded, let staged = state.staged.take() else { return nil }
             let directory = state.directory.directory
-            if state.exists, !Self.names(state.name, in: directory, node.identity) {
-                return try Self.commitWithoutItsName(staged, of: node, state: &state, nodes: nodes, reopen: reopen)
+            var replacing = state.exists
+            var keptAs: FileName?
+            if state.exists {
+                // The one fstatat a commit costs: what the name names now.
+                let found = try? Syscall.stat(at: directory, state.name)
+                switch FoundAtCommit.classify(found, file: node.identity, baseline: staged.baseline,
+                                              removedThroughTheMount: state.nameRemovedThroughMount) {
+                case .asStaged:
+                    break
+                case .removedThroughTheMount:
+                    return try Self.commitWithoutItsName(staged, of: node, state: &state, nodes: nodes, reopen: reopen)
+                case .goneBehindTheMount:
+                    replacing = false
+                case .changedBehindTheMount:
+                    do throws(Errno) {
+                        let folder = state.directory
+                        keptAs = try ConflictName.keep(state.name, in: directory, willLink: { willKeep(folder, $0) })
+                    } catch .noSuchFileOrDirectory {
+                        replacing = false // deleted meanwhile
+                    } catch {
+                        // Nothing changed in the backing: the outside version stays, the save fails.
+                        state.failure = error
+                        staged.discard(in: directory)
+                        throw error
+                    }
+                }
             }
             do throws(Errno) {
-                try staged.commit(in: directory, as: state.name, replacingExistingFile: state.exists,
-                                  durability: durability.forCommit(replacingExistingFile: state.exists))
+                try staged.commit(in: directory, as: state.name, replacingExistingFile: replacing,
+                                  durability: durability.forCommit(replacingExistingFile: replacing))
             } catch {
                 state.failure = error
                 staged.discard(in: directory)
                 throw error
             }
-            let created = !state.exists
             state.exists = true
             let status = try Syscall.stat(state.current.raw)
             let identity = FileIdentity(status)
@@ -221,14 +253,13 @@ public final class Save: Sendable {
             if identity != node.identity {
                 replaced = nodes.replaceBacking(of: node, with: try reopen(state.current.raw, Linux.O_PATH), identity: identity)
             }
-            return CommitReport(created: created, path: nodes.path(of: node), size: Int64(status.st_size), replaced: replaced)
+            var report = CommitReport(created: !replacing, path: nodes.path(of: node), size: Int64(status.st_size), replaced: replaced)
+            if let keptAs {
+                let folder = state.directory
+                report.conflict = ConflictCopy(directory: folder, name: keptAs, path: nodes.path(of: folder)?.appending(keptAs))
+            }
+            return report
         }
-    }
-
-    /// Whether `name` in `directory` is the file `identity` (a commit renames over it only then).
-    private static func names(_ name: FileName, in directory: Int32, _ identity: FileIdentity) -> Bool {
-        guard let status = try? Syscall.stat(at: directory, name) else { return false }
-        return FileIdentity(status) == identity
     }
 
     /// The commit of a file whose name its owner took away before it closed (an unlink, or a
@@ -289,6 +320,48 @@ public final class Save: Sendable {
             }
             state.directory = directory
             state.name = name
+            // The new name names the file, and the rename moved its change time.
+            state.nameRemovedThroughMount = false
+            rebaseline(&state)
         }
+    }
+
+    // MARK: Changes through the mount to the committed file
+
+    /// The mount removed `directory`/`name`, a name of this save's file (an unlink, or a
+    /// rename over it). When it is the name the commit goes to, the owner took it away (only
+    /// the owner gets past its write claim on it): the commit then does what a plain disk
+    /// does (see `commitWithoutItsName`) and finds no change behind the mount. Another name of
+    /// the file (a hard link) changed its link count and with it its change time, through the
+    /// mount: the save takes the file as it is now.
+    public func nameRemovedThroughMount(_ name: FileName, in directory: Node) {
+        state.withLock { state in
+            if state.directory.identity == directory.identity && state.name == name {
+                state.nameRemovedThroughMount = true
+            } else {
+                rebaseline(&state)
+            }
+        }
+    }
+
+    /// The mount changed the committed file without going through this save: a hard link
+    /// made to it, or an attribute changed by another of its names (claims are per path, and
+    /// hard links are other paths). That moved its change time through the mount, not behind
+    /// it: the save takes the file as it is now.
+    public func committedFileChangedThroughMount() {
+        state.withLock { state in rebaseline(&state) }
+    }
+
+    /// Takes the committed file as it is now for the staged temp's baseline, when the node
+    /// still stands for the file the temp was staged from. (A change behind the mount between
+    /// the mount's change and this fstat passes for the mount's: microseconds, once.)
+    private func rebaseline(_ state: inout State) {
+        guard var staged = state.staged.take() else { return }
+        if let baseline = staged.baseline {
+            let committed = node.backing
+            let status = withExtendedLifetime(committed) { try? Syscall.statOfPathDescriptor(committed.descriptor.raw) }
+            if let status, FileIdentity(status) == baseline.identity { staged.baseline = SaveBaseline(status) }
+        }
+        state.staged = consume staged
     }
 }

@@ -75,6 +75,9 @@ public struct StagedFile: ~Copyable, Sendable {
     public let name: FileName?
     /// A read-write descriptor of the temp. Reopen it through `/proc/self/fd` for other flags.
     public let descriptor: OwnedDescriptor
+    /// The file this temp replaces as the staging found it, nil for a new file: what the
+    /// commit compares with to tell a change made behind the mount (see `SaveBaseline`).
+    public internal(set) var baseline: SaveBaseline?
 
     init(name: FileName?, descriptor: consuming OwnedDescriptor) {
         self.name = name
@@ -125,9 +128,12 @@ public struct StagedFile: ~Copyable, Sendable {
     /// Gives an empty temp the contents and metadata `stage` describes; discards it on failure.
     private static func prepare(_ staged: consuming StagedFile, in directory: Int32, replacing target: Int32?, copyContents: Bool,
                                 owner: (uid_t, gid_t)?, mode: mode_t) throws(Errno) -> StagedFile {
+        var staged = staged
         do throws(Errno) {
             if let target {
+                // Before the copy: a change behind the mount during the copy then shows at the commit.
                 let status = try Syscall.stat(target)
+                staged.baseline = SaveBaseline(status)
                 if copyContents { try ContentCopy.copy(from: target, to: staged.descriptor.raw) }
                 try MetadataCopy.carryOver(from: target, status: status, to: staged.descriptor.raw)
             } else {

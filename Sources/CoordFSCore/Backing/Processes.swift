@@ -91,6 +91,15 @@ public final class ProcessFacts: Sendable {
         }
     }
 
+    /// The user that owns a process (the owner of its /proc directory), nil when it is gone.
+    public static func owner(of pid: Int32) -> UInt32? {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { path -> UInt32? in
+            guard pid > 0, writeProcPath(pid, "", into: path),
+                  let status = try? Syscall.stat(at: AT_FDCWD, UnsafePointer(path.baseAddress!)) else { return nil }
+            return status.st_uid
+        }
+    }
+
     // MARK: Reading /proc
 
     /// A numeric field of /proc/ID/status ("Tgid", "PPid", ...). They all sit in the first few

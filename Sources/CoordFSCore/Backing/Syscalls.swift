@@ -375,6 +375,21 @@ public enum Syscall {
         return nil
     }
 
+    private static let dot = FileName(".".utf8)!
+    private static let dotDot = FileName("..".utf8)!
+
+    /// The names in a directory, without "." and "..", bytes exact.
+    public static func directoryNames(_ directory: Int32) throws(Errno) -> [FileName] {
+        let stream = try openDirectoryStream(directory)
+        defer { closeDirectoryStream(stream) }
+        var names: [FileName] = []
+        while let entry = try readDirectory(stream) {
+            let name = withUnsafePointer(to: &entry.pointee.d_name) { $0.withMemoryRebound(to: CChar.self, capacity: 256) { FileName(cString: $0) } }
+            if name != dot && name != dotDot { names.append(name) }
+        }
+        return names
+    }
+
     /// Closes a stream from `openDirectoryStream`, and with it its descriptor.
     public static func closeDirectoryStream(_ stream: OpaquePointer) {
         Glibc.closedir(stream)

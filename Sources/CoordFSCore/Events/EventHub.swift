@@ -20,6 +20,16 @@ public struct EventOverflow: Sendable, Hashable {
     public var firstDropped: UInt64
     public var lastDropped: UInt64
     public var dropped: UInt64
+    /// True when the watch of the backing lost changes (see `EventHub.resynchronizeAll`):
+    /// then anything may have changed, whatever `dropped` says.
+    public var backingLost = false
+
+    public init(firstDropped: UInt64, lastDropped: UInt64, dropped: UInt64, backingLost: Bool = false) {
+        self.firstDropped = firstDropped
+        self.lastDropped = lastDropped
+        self.dropped = dropped
+        self.backingLost = backingLost
+    }
 }
 
 /// What one `EventSubscription.next(upTo:)` hands over, oldest first; the overflow marker,
@@ -202,6 +212,16 @@ public final class EventHub: Sendable {
         directoryEpoch.load(ordering: .acquiring)
     }
 
+    /// The watch of the backing lost changes: every subscriber gets the overflow marker after
+    /// what it has queued, and must rescan what it watches.
+    public func resynchronizeAll() {
+        let toWake: [EventSubscription] = state.withLock { state in
+            state.overflows += 1
+            return state.subscriptions.filter { $0.markBackingLost(after: state.sequence) }
+        }
+        for subscription in toWake { subscription.onReady() }
+    }
+
     public func statistics() -> EventHubStatistics {
         state.withLock { state in
             EventHubStatistics(sequence: state.sequence, historyCount: state.history.count, historyCapacity: historyCapacity,
@@ -294,6 +314,19 @@ public final class EventSubscription: @unchecked Sendable {
         let other = path.components.count
         guard other >= depth, other <= depth + 1 || recursive else { return false }
         return path.components.starts(with: filterPath.components)
+    }
+
+    /// Leaves the resync marker of a lost backing watch (under the hub's lock); true when the
+    /// consumer sat idle and must be woken.
+    fileprivate func markBackingLost(after sequence: UInt64) -> Bool {
+        if overflow == nil {
+            overflow = EventOverflow(firstDropped: sequence + 1, lastDropped: sequence, dropped: 0)
+            overflows += 1
+        }
+        overflow!.backingLost = true
+        guard idle else { return false }
+        idle = false
+        return true
     }
 
     /// Takes up to `maximum` queued events, oldest first, and the overflow marker once every

@@ -159,10 +159,36 @@ public final class NodeTable: Sendable {
         }
     }
 
+    /// The live node standing for `identity`, if any (counting no lookup).
+    public func node(identity: FileIdentity) -> Node? {
+        state.withLock { $0.byIdentity[identity] }
+    }
+
     /// The node last reached as `parent`/`name`, if it is still known by that name. The kernel
     /// looks a name up before it removes or renames it, so this is what such a request is about.
     public func node(named name: FileName, in parent: Node) -> Node? {
         state.withLock { $0.byName[NameKey(parent: parent.id, name: name)] }
+    }
+
+    /// The node known by `path`, found name by name from the root; nil when the kernel has not
+    /// looked some component up (then it caches nothing under it either).
+    public func node(at path: MountPath) -> Node? {
+        state.withLock { state in
+            var current = root
+            for component in path.components {
+                guard let next = state.byName[NameKey(parent: current.id, name: component)] else { return nil }
+                current = next
+            }
+            return current
+        }
+    }
+
+    /// Every node the kernel knows under a name: what to check after the watch of the backing
+    /// lost track of changes.
+    public func namedNodes() -> [(node: Node, directory: Node, name: FileName)] {
+        state.withLock { state in
+            state.byName.values.compactMap { node in node.parent.map { (node, $0, node.name) } }
+        }
     }
 
     /// Records a kernel lookup of the object behind `descriptor`, reached as `parent`/`name`.

@@ -66,6 +66,14 @@ public struct MountPath: Hashable, Sendable, CustomStringConvertible {
         return bytes
     }
 
+    /// Runs `body` with the path relative to the root as a C string ("a/b", "." for the root):
+    /// for the `*at` calls that take it from the backing root's descriptor.
+    public func withRelativeCString<R, E: Error>(_ body: (UnsafePointer<CChar>) throws(E) -> R) throws(E) -> R {
+        var cString = isRoot ? [CChar(bitPattern: UInt8(ascii: "."))] : bytes.dropFirst().map { CChar(bitPattern: $0) }
+        cString.append(0)
+        return try cString.withUnsafeBufferPointer { (buffer) throws(E) -> R in try body(buffer.baseAddress!) }
+    }
+
     /// The path as a `FilePath` ("/a/b"), bytes exact: what the control socket's messages carry.
     public var filePath: FilePath {
         let cString = bytes.map { CChar(bitPattern: $0) } + [0]

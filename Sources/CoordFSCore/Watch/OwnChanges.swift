@@ -8,11 +8,11 @@ import Synchronization
 /// name within `memory` of a change through the mount to the same name may pass unreported
 /// (its caches are dropped all the same). fanotify names the process, and then this stays off.
 ///
-/// Sendable: the table is behind its lock; `isEnabled` never changes.
+/// Sendable: the table is behind its lock; the switch is an atomic.
 public final class OwnChanges: Sendable {
     /// Whether anything is recorded: false when the watch names processes (or there is none),
-    /// so the mount's operations pay one branch.
-    public let isEnabled: Bool
+    /// so the mount's operations pay one relaxed load.
+    private let enabled: Atomic<Bool>
     private let memory: Duration
     private let clock = ContinuousClock()
 
@@ -26,9 +26,17 @@ public final class OwnChanges: Sendable {
     private let state: Mutex<State>
 
     public init(enabled: Bool, memory: Duration = .seconds(2)) {
-        self.isEnabled = enabled
+        self.enabled = Atomic(enabled)
         self.memory = memory
         self.state = Mutex(State(lastSweep: clock.now))
+    }
+
+    public var isEnabled: Bool { enabled.load(ordering: .relaxed) }
+
+    /// Set once the watch has chosen its method, before the mount serves: fanotify names the
+    /// process, inotify does not.
+    public func setEnabled(_ isEnabled: Bool) {
+        enabled.store(isEnabled, ordering: .relaxed)
     }
 
     /// The mount is about to change `path` (call it before the system call, so that the

@@ -1,0 +1,156 @@
+import CFuse
+import Glibc
+import CoordFSCore
+import Synchronization
+import SystemPackage
+
+// Changes made directly in the backing, as the watch of the backing reports them (see
+// CoordFSCore/Watch): the node table follows them, the kernel drops what it cached of them,
+// and subscribers and presenters hear of them as they would of a change through the mount,
+// marked as made outside it.
+//
+// Everything runs on the watch's thread, one change after another in the kernel's order. The
+// kernel is told through `KernelNotifier`'s queue, never inline (see there); the node table
+// is updated here first, so a lookup that the invalidation prompts finds the new state.
+extension FileSystem {
+    /// Applies what the watch saw, in order.
+    func applyOutsideChanges(_ batch: [ObservedChange]) {
+        guard let notifier else { return }
+        for observed in batch {
+            let origin = EventOrigin(pid: observed.process?.pid ?? 0, uid: observed.process?.uid ?? EventOrigin.unknownUID,
+                                     processName: observed.process?.name ?? "", isOutside: true)
+            switch observed.change {
+            case .created(let path, let isDirectory):
+                outsideCreated(path, isDirectory: isDirectory, origin: origin, notifier)
+            case .deleted(let path, let isDirectory):
+                outsideDeleted(path, notifier)
+                publish(.deleted, path: path, isDirectory: isDirectory, origin: origin, size: nil)
+            case .contentsChanged(let path):
+                if let node = nodes.node(at: path) { notifier.invalidateContents(of: node.id) }
+                let status = backingStatus(of: path)
+                if let status, status.st_mode & S_IFMT == S_IFDIR { continue } // its entries changed: told by their own events
+                publish(.changed, path: path, isDirectory: false, origin: origin, size: status.map { Int64($0.st_size) })
+            case .attributesChanged(let path, let isDirectory):
+                if let node = nodes.node(at: path) { notifier.invalidateAttributes(of: node.id) }
+                publish(.attributes, path: path, isDirectory: isDirectory, origin: origin, size: nil)
+            case .moved(let source, let destination, let isDirectory):
+                outsideMoved(from: source, to: destination, notifier)
+                publish(.moved, path: source, destination: destination, isDirectory: isDirectory, origin: origin,
+                               size: isDirectory ? nil : backingStatus(of: destination).map { Int64($0.st_size) })
+            case .overflow:
+                outsideLost(notifier)
+            }
+        }
+    }
+
+    private func outsideCreated(_ path: MountPath, isDirectory: Bool, origin: EventOrigin, _ notifier: KernelNotifier) {
+        guard let name = path.name, let parentPath = path.parent else { return }
+        let status = backingStatus(of: path)
+        if let directory = nodes.node(at: parentPath) {
+            // A node still known by the name stands for what was there before (removed and
+            // made again faster than the watch reported it).
+            if let stale = nodes.node(named: name, in: directory), status.map({ FileIdentity($0) }) != stale.identity {
+                nodes.removedName(name, in: directory)
+            }
+            notifier.invalidateEntry(directory: directory.id, name: name)
+            notifier.invalidateContents(of: directory.id)
+        }
+        // A new hard link changes the link count the file's other names show.
+        if !isDirectory, let status, status.st_nlink > 1, let linked = nodes.node(identity: FileIdentity(status)) {
+            notifier.invalidateAttributes(of: linked.id)
+        }
+        publish(.created, path: path, isDirectory: isDirectory, origin: origin,
+                       size: isDirectory ? nil : status.map { Int64($0.st_size) })
+    }
+
+    /// The name is gone from the backing: the node known by it loses it, and the kernel is told
+    /// of a deletion (an entry drop only, when the file keeps other links).
+    private func outsideDeleted(_ path: MountPath, _ notifier: KernelNotifier) {
+        guard let name = path.name, let parentPath = path.parent, let directory = nodes.node(at: parentPath) else { return }
+        if let removed = nodes.removedName(name, in: directory) {
+            if removed.isDirectory || nodes.isUnlinked(removed) {
+                notifier.notifyDeleted(directory: directory.id, child: removed.id, name: name)
+            } else {
+                notifier.invalidateEntry(directory: directory.id, name: name)
+                notifier.invalidateAttributes(of: removed.id)
+            }
+        } else {
+            notifier.invalidateEntry(directory: directory.id, name: name)
+        }
+        notifier.invalidateContents(of: directory.id)
+    }
+
+    /// The node moves with its name; whatever the destination named loses its name. Processes
+    /// that have the moved item (or anything under a moved directory) open keep using it: the
+    /// nodes hold descriptors, not paths.
+    private func outsideMoved(from source: MountPath, to destination: MountPath, _ notifier: KernelNotifier) {
+        guard let sourceName = source.name, let destinationName = destination.name,
+              let sourceParent = source.parent, let destinationParent = destination.parent else { return }
+        let sourceDirectory = nodes.node(at: sourceParent)
+        let destinationDirectory = nodes.node(at: destinationParent)
+        if let destinationDirectory, let replaced = nodes.removedName(destinationName, in: destinationDirectory) {
+            // Replaced by the move: gone from the tree, alive for whoever has it open.
+            notifier.invalidateAttributes(of: replaced.id)
+        }
+        if let sourceDirectory, let moved = nodes.node(named: sourceName, in: sourceDirectory) {
+            if let destinationDirectory {
+                nodes.moved(moved, to: destinationDirectory, name: destinationName)
+            } else {
+                nodes.removedName(sourceName, in: sourceDirectory) // to a directory the kernel has not looked up
+            }
+        }
+        for (directory, name) in [(sourceDirectory, sourceName), (destinationDirectory, destinationName)] {
+            guard let directory else { continue }
+            notifier.invalidateEntry(directory: directory.id, name: name)
+            notifier.invalidateContents(of: directory.id)
+        }
+    }
+
+    /// The watch lost changes: anything may have changed. Every name the node table knows is
+    /// checked against the backing, every cached entry and attribute is dropped (and the
+    /// negative entries the kernel may hold for names that exist now), and every subscriber
+    /// is told to rescan.
+    private func outsideLost(_ notifier: KernelNotifier) {
+        logger.warning("the watch of the backing lost changes (its queue overflowed); dropping every cache of the mount")
+        var directories: [UInt64: Node] = [NodeTable.rootID: nodes.root]
+        for (node, directory, name) in nodes.namedNodes() {
+            let status = try? Syscall.stat(at: directory.directory, name)
+            if status.map({ FileIdentity($0) }) != node.identity {
+                nodes.removedName(name, in: directory)
+            }
+            notifier.invalidateEntry(directory: directory.id, name: name)
+            notifier.invalidateContents(of: node.id)
+            if node.isDirectory { directories[node.id] = node }
+        }
+        // Names made meanwhile that the kernel may hold a negative entry for.
+        for directory in directories.values {
+            notifier.invalidateContents(of: directory.id)
+            for name in (try? Syscall.directoryNames(directory.directory)) ?? [] where nodes.node(named: name, in: directory) == nil {
+                notifier.invalidateEntry(directory: directory.id, name: name)
+            }
+        }
+        events.resynchronizeAll()
+    }
+
+    /// The backing's attributes of `path` now (nil when it is gone again).
+    private func backingStatus(of path: MountPath) -> stat? {
+        if path.isRoot { return try? Syscall.statOfPathDescriptor(nodes.root.directory) }
+        return path.withRelativeCString { try? Syscall.stat(at: nodes.root.directory, $0) }
+    }
+}
+
+/// Hands the watch's reports to the mount once it is ready: the watch starts before the
+/// mount's state exists (the state's cache timeouts depend on whether the watch could
+/// start), and what it reports before then concerns nobody (no kernel cache, no subscriber).
+/// Sendable: the target is behind its lock (a leaf: taken only to read or set the target).
+final class OutsideChangeSink: Sendable {
+    private let target = Mutex<FileSystem?>(nil)
+
+    func deliver(to fileSystem: FileSystem) {
+        target.withLock { $0 = fileSystem }
+    }
+
+    func apply(_ batch: [ObservedChange]) {
+        target.withLock { $0 }?.applyOutsideChanges(batch)
+    }
+}

@@ -1,4 +1,0 @@
-import ArgumentParser
-import CoordFSCore
-
-extension Durability: ExpressibleByArgument {}
