@@ -201,7 +201,8 @@ class OutsideEvents:
     """Checks the outside events of one mount against what the script did: they come in the
     order of the changes, each names only paths the script touched, and their origin is what
     the watch's method can know (`fanotify`: the pid, uid and name of this very process, alive
-    all along; `inotify`: only `outside`; `any`: `outside`, the rest not checked)."""
+    all along; `inotify`: only `outside`; `unprivileged`: `outside`, and the pid and name if
+    given are this process's)."""
     def __init__(self, watch, method):
         self.watch, self.method = watch, method
         self.next = 0
@@ -231,16 +232,26 @@ class OutsideEvents:
             return {key: origin.get(key) for key in want} == want
         if self.method == 'inotify':
             return origin == {'outside': True}
-        return origin.get('outside') is True
+        # Unprivileged fanotify hides other processes' pids from the listener: whatever the
+        # origin names, it must be this process (never a pid 0, never another process).
+        return origin.get('outside') is True and origin.get('pid', os.getpid()) == os.getpid() \
+            and origin.get('process', 'python3') == 'python3'
+
+    def origins(self):
+        """The distinct origins of the outside events seen."""
+        return sorted({json.dumps(e['origin'], sort_keys=True) for e in self.watch.events() if is_outside(e)})
 
     def finish(self, mount, backing):
         """A fence, then the checks on everything seen: this process writes a file through the
-        mount (its events must not be `outside`, and carry this pid), then one in the backing;
+        mount and saves over it (its events must not be `outside`, and carry this pid), then
+        writes one in the backing;
         once that one's event came, every outside event the watch could have made of the
         mount's own write has come too. Returns the outside events, described."""
+        # A new file, then a save over it (which stages a copy beside it).
         write(os.path.join(mount, 'fence-mount'), 'through the mount\n')
-        own = self.watch.wait_for('the event of a write through the mount',
-                                  lambda e: not is_outside(e) and e.get('path') == '/fence-mount')
+        write(os.path.join(mount, 'fence-mount'), 'through the mount, again\n')
+        own = self.watch.wait_for('the events of two writes through the mount',
+                                  lambda e: not is_outside(e) and describe(e) == 'changed /fence-mount file')
         write(os.path.join(backing, 'fence-outside'), 'behind the mount\n')
         self.watch.wait_for('the outside event of the fence', lambda e: is_outside(e) and e.get('path') == '/fence-outside', after=own)
         events = self.watch.events()
