@@ -16,7 +16,7 @@ import Testing
     /// The kinds of change `OutsideChangeTests/anOutsideChangeShowsThroughTheMount.py` makes.
     enum Change: String, CaseIterable, Sendable, CustomTestStringConvertible {
         case writeInPlace, truncate, replaceByRename, create, delete, mkdirAndRmdir, renameFile
-        case renameDirectoryWithOpenFiles, chmod, chown, utimes, xattrs, hardLink
+        case renameDirectoryWithOpenFiles, chmod, chown, utimes, xattrs, hardLink, unnamedFileLinkedIn
 
         var testDescription: String { rawValue }
     }

@@ -196,11 +196,27 @@ def hard_link(m, b, seen):
     seen.touch('/f')                              # its link count changed: an attributes event may come
 
 
+def unnamed_file_linked_in(m, b, seen):
+    """A file made the way coordfs itself saves: unnamed (O_TMPFILE), written, its mode set,
+    then linked in under its name. Through the mount that is one new file: so from outside."""
+    fd = os.open(b(''), os.O_TMPFILE | os.O_WRONLY, 0o600)
+    os.write(fd, b'made unnamed\n')
+    os.fchmod(fd, 0o640)
+    AT_EMPTY_PATH = 0x1000
+    if libc.linkat(fd, b'', AT_FDCWD, os.fsencode(b('new')), AT_EMPTY_PATH) != 0:
+        fail()
+    os.close(fd)
+    settle('cat new', lambda: content(m('new')), b'made unnamed\n')
+    settle('the mode of new', lambda: mode(m('new')), 0o640)
+    settle('ls', lambda: sorted(os.listdir(m(''))), ['d', 'f', 'new', 'x'])
+    seen.expect('created /new file')
+
+
 CHANGES = {
     'writeInPlace': write_in_place, 'truncate': truncate, 'replaceByRename': replace_by_rename,
     'create': create, 'delete': delete, 'mkdirAndRmdir': mkdir_and_rmdir, 'renameFile': rename_file,
     'renameDirectoryWithOpenFiles': rename_directory, 'chmod': chmod, 'chown': chown,
-    'utimes': utimes, 'xattrs': xattrs, 'hardLink': hard_link,
+    'utimes': utimes, 'xattrs': xattrs, 'hardLink': hard_link, 'unnamedFileLinkedIn': unnamed_file_linked_in,
 }
 
 if sys.argv[1] == 'prepare':
