@@ -90,7 +90,7 @@ struct Mount: ParsableCommand {
     @Flag(help: "Do not watch the backing for changes made directly in it (for setups where everything goes through the mount: no watch, day-long caches).")
     var noWatchBacking = false
 
-    @Option(help: ArgumentHelp("How to watch the backing: fanotify (names the process; needs CAP_SYS_ADMIN) or inotify (default: fanotify where permitted).", valueName: "method"))
+    @Option(help: ArgumentHelp("How to watch the backing: fanotify (names the process when run as root) or inotify (default: fanotify where the kernel allows it).", valueName: "method"))
     var watchBacking: WatchMethod?
 
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level"))
