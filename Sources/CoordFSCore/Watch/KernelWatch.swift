@@ -125,6 +125,8 @@ final class FanotifyWatch: KernelWatch {
     static let mask = UInt64(CSYS_FAN_CREATE | CSYS_FAN_DELETE | CSYS_FAN_RENAME | CSYS_FAN_MODIFY
         | CSYS_FAN_ATTRIB | CSYS_FAN_DELETE_SELF | CSYS_FAN_ONDIR | CSYS_FAN_EVENT_ON_CHILD)
 
+    /// This process, as the kernel names the maker of the mount's own changes.
+    private let ownPID = getpid()
     private let owned: OwnedDescriptor
     var descriptor: Int32 { owned.raw }
 
@@ -163,6 +165,12 @@ final class FanotifyWatch: KernelWatch {
             // An unprivileged listener learns only its own pid; others' events say 0.
             let rawPID = bytes.loadUnaligned(fromByteOffset: offset + 20, as: Int32.self)
             let pid: Int32? = rawPID > 0 ? rawPID : nil
+            // The mount's own change to a file tells the watch nothing (only directories shape
+            // it): most events are such, so they cost no decoding.
+            if rawPID == ownPID, mask & UInt64(CSYS_FAN_ONDIR | CSYS_FAN_Q_OVERFLOW) == 0 {
+                offset += length
+                continue
+            }
             let records = Records(UnsafeRawBufferPointer(rebasing: bytes[(offset + headerLength)..<(offset + length)]))
             offset += length
             guard Int(version) == CSYS_FANOTIFY_METADATA_VERSION else { continue }
