@@ -130,6 +130,26 @@ import Testing
         #expect(result.output.contains("\ndaemon exit 0\n") && result.output.hasSuffix("\nok\n"), "\(result)")
     }
 
+    // MARK: Presenters
+
+    /// A presenter of a file hears of changes made to it behind the mount as it hears of
+    /// changes through it: did-change for a write, did-move for a rename (and it then presents
+    /// the new path), did-delete for a deletion.
+    @Test func presentersHearOfOutsideChanges() throws {
+        try withMount { scratch in
+            #expect(try shell("printf 'first\\n' > presented", in: scratch.backing).status == 0)
+            let presenter = try ControlSocketTests.startPresenter(in: scratch, of: "presented", answering: "save", behaviour: "silent")
+            defer { presenter.stop() }
+            #expect(try shell("printf 'second\\n' >> presented", in: scratch.backing).status == 0)
+            #expect(presenter.eventuallyPrints("notify did-change /presented"), "\(presenter.output)")
+            #expect(rename(scratch.backing + "/presented", scratch.backing + "/moved") == 0)
+            #expect(presenter.eventuallyPrints("notify did-move /presented"), "\(presenter.output)")
+            #expect(unlink(scratch.backing + "/moved") == 0)
+            #expect(presenter.eventuallyPrints("notify did-delete /moved"), "\(presenter.output)")
+            #expect(presenter.asks.isEmpty, "\(presenter.output)") // nothing through the mount asked it anything
+        }
+    }
+
     // MARK: The control
 
     /// `--no-watch-backing`: with the caches warm, an in-place write, a chmod and a deletion in
