@@ -46,8 +46,10 @@ public final class FileSystem: Sendable {
     public let presenters: PresenterRegistry
     /// What the mount changes, for a watch of the backing that cannot tell its own changes apart.
     let ownChanges: OwnChanges
-    /// How the backing is watched; nil when it is not (set before the mount serves).
-    public nonisolated(unsafe) internal(set) var watchMethod: WatchMethod?
+    /// The watch of the backing, nil when there is none (set before the mount serves).
+    nonisolated(unsafe) var watcher: BackingWatcher?
+    /// How the backing is watched; nil when it is not.
+    public var watchMethod: WatchMethod? { watcher?.method }
 
     public init(backing: String, options: MountOptions, ownChanges: OwnChanges = OwnChanges(enabled: false), logger: Logger) throws(Errno) {
         let root = try Syscall.openAt(AT_FDCWD, backing, Linux.O_PATH | O_DIRECTORY)

@@ -43,7 +43,7 @@ public final class MountSession {
             watcher?.stop()
             throw MountFailure("cannot open the backing directory \(backing): \(error)")
         }
-        fileSystem.watchMethod = watcher?.method
+        fileSystem.watcher = watcher
         operations = FileSystem.makeOperations()
         Self.recoverLeftovers(fileSystem, logger: logger)
 

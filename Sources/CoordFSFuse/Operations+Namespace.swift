@@ -47,6 +47,9 @@ extension FileSystem {
             try creatingForCaller(caller.raw, mode: mode) { (creationMode) throws(Errno) in
                 try Syscall.makeDirectory(at: parent.directory, name, creationMode)
             }
+            if let watcher, let made = try? Syscall.openAt(parent.directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW) {
+                watcher.watchMadeDirectory(made.raw)
+            }
         }
     }
 

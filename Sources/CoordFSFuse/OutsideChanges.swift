@@ -17,6 +17,7 @@ extension FileSystem {
     func applyOutsideChanges(_ batch: [ObservedChange]) {
         guard let notifier else { return }
         for observed in batch {
+            logger.debug("a change behind the mount", metadata: ["change": "\(observed.change)", "pid": "\(observed.process?.pid ?? 0)"])
             let origin = EventOrigin(pid: observed.process?.pid ?? 0, uid: observed.process?.uid ?? EventOrigin.unknownUID,
                                      processName: observed.process?.name ?? "", isOutside: true)
             switch observed.change {

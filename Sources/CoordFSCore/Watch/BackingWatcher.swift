@@ -60,20 +60,35 @@ public final class BackingWatcher: Sendable {
             throw WatchFailure("cannot make the watch's wake-up descriptor: \(error)")
         }
         let control = WatchControl(wake: wake)
-        let body = try prepare(root: root, kernel: makeKernel, ownChanges: ownChanges, control: control, report: report)
+        let (body, markMade) = try prepare(root: root, kernel: makeKernel, ownChanges: ownChanges, control: control, report: report)
         let thread: pthread_t
         do {
             thread = try spawn(body)
         } catch {
             throw WatchFailure("cannot start the watch's thread: \(error)")
         }
-        return BackingWatcher(method: Kernel.method, control: control, thread: thread)
+        return BackingWatcher(method: Kernel.method, control: control, thread: thread, markMade: markMade)
     }
 
-    private init(method: WatchMethod, control: WatchControl, thread: pthread_t) {
+    private init(method: WatchMethod, control: WatchControl, thread: pthread_t, markMade: @escaping @Sendable (Int32) -> Void) {
         self.method = method
         self.control = control
         self.thread = Mutex(thread)
+        self.markMade = markMade
+    }
+
+    /// Adds the kernel's watch to the directory open (`O_RDONLY`) as `descriptor`.
+    private let markMade: @Sendable (Int32) -> Void
+
+    /// The mount has just made this directory (open `O_RDONLY | O_DIRECTORY`): it is watched
+    /// from now on, before anyone else can know of it. The thread learns of the directory
+    /// only when it reads the mount's own mkdir (later, and up to `readInterval` later under
+    /// a stream of the mount's own changes); whatever others did in it meanwhile would have
+    /// gone unseen. The kernel queues events on it after that mkdir, so the thread knows the
+    /// directory by the time it reads them.
+    public func watchMadeDirectory(_ descriptor: Int32) {
+        guard !control.stopped.load(ordering: .relaxed) else { return }
+        markMade(descriptor)
     }
 
     deinit {
@@ -103,7 +118,8 @@ public final class BackingWatcher: Sendable {
     /// the body of the thread that reads it. The engine is handed over to that thread whole.
     private static func prepare<Kernel: KernelWatch>(root: String, kernel makeKernel: () throws(Errno) -> Kernel,
                                                      ownChanges: OwnChanges, control: WatchControl,
-                                                     report: @escaping @Sendable ([ObservedChange]) -> Void) throws(WatchFailure) -> @Sendable () -> Void {
+                                                     report: @escaping @Sendable ([ObservedChange]) -> Void) throws(WatchFailure)
+        -> (body: @Sendable () -> Void, markMade: @Sendable (Int32) -> Void) {
         let method = Kernel.method
         let directory: OwnedDescriptor
         do {
@@ -125,7 +141,11 @@ public final class BackingWatcher: Sendable {
         }
         control.directories.store(engine.watchedDirectories, ordering: .relaxed)
         let handOver = HandOver(engine)
-        return { handOver.engine.run(control: control, report: report) }
+        // Marking uses only the kernel object's descriptor, which never changes, in system
+        // calls any thread may make while the watch's thread reads (see `watchMadeDirectory`).
+        nonisolated(unsafe) let marker = kernel
+        return ({ handOver.engine.run(control: control, report: report) },
+                { directory in _ = try? marker.watch(directory: directory) })
     }
 
     /// Words for a refusal: the limit or the permission at stake, and how to change it.
