@@ -53,15 +53,8 @@ public enum Recovery {
     /// dashes for colons (file managers and other systems choke on colons in names), so the
     /// folders sort by time.
     public static func folderName(at time: time_t) -> String {
-        var time = time
-        var parts = tm()
-        gmtime_r(&time, &parts)
-        func pad(_ value: Int32, _ width: Int) -> String {
-            let digits = String(value)
-            return String(repeating: "0", count: max(0, width - digits.count)) + digits
-        }
-        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))"
-            + "T\(pad(parts.tm_hour, 2))-\(pad(parts.tm_min, 2))-\(pad(parts.tm_sec, 2))Z"
+        let stamp = UTCStamp(time)
+        return "\(stamp.year)-\(stamp.month)-\(stamp.day)T\(stamp.hour)-\(stamp.minute)-\(stamp.second)Z"
     }
 
     /// What a sweep did, for tests: how many directories it held open at most, how often it reopened one.

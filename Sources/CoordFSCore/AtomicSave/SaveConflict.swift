@@ -109,15 +109,8 @@ public enum ConflictName {
 
     /// `YYYYMMDD-HHMMSS` in UTC.
     static func timestamp(_ time: time_t) -> String {
-        var time = time
-        var parts = tm()
-        gmtime_r(&time, &parts)
-        func pad(_ value: Int32, _ width: Int) -> String {
-            let digits = String(value)
-            return String(repeating: "0", count: max(0, width - digits.count)) + digits
-        }
-        return "\(pad(parts.tm_year + 1900, 4))\(pad(parts.tm_mon + 1, 2))\(pad(parts.tm_mday, 2))"
-            + "-\(pad(parts.tm_hour, 2))\(pad(parts.tm_min, 2))\(pad(parts.tm_sec, 2))"
+        let stamp = UTCStamp(time)
+        return "\(stamp.year)\(stamp.month)\(stamp.day)-\(stamp.hour)\(stamp.minute)\(stamp.second)"
     }
 
     /// Keeps what `name` in `directory` names now by a hard link under a free conflict name

@@ -197,6 +197,16 @@ def is_outside(event):
     return event.get('origin', {}).get('outside') is True
 
 
+def expect_outside_events(watch, wanted, what):
+    """Waits until the outside events seen include every line of `wanted` (see `describe`),
+    and checks that every event the watch saw is an outside one (a tool working in the
+    backing, nothing through the mount)."""
+    outside_events = lambda: {describe(e) for e in watch.events() if is_outside(e)}
+    settle(what, lambda: wanted - outside_events(), set())
+    if any(not is_outside(e) for e in watch.events()):
+        raise AssertionError('events not marked outside:\n' + watch.transcript())
+
+
 class OutsideEvents:
     """Checks the outside events of one mount against what the script did: they come in the
     order of the changes, each names only paths the script touched, and their origin is what

@@ -58,11 +58,8 @@ def check(backing, source):
         # rsync writes a new file under a temporary name and renames it into place.
         arrived = lambda event: is_outside(event) and event.get('destination', event.get('path')) == '/new.txt'
         watch.wait_for('an outside event that brings /new.txt', arrived)
-        outside_events = lambda: {describe(e) for e in watch.events() if is_outside(e)}
-        wanted = {'deleted /stale.txt file', 'created /c dir', 'deleted /gone dir'}
-        settle('outside events of rsync', lambda: wanted - outside_events(), set())
-        if any(not is_outside(e) for e in watch.events()):
-            raise AssertionError('events not marked outside:\n' + watch.transcript())
+        expect_outside_events(watch, {'deleted /stale.txt file', 'created /c dir', 'deleted /gone dir'},
+                              'outside events of rsync')
     finally:
         watch.stop()
     print('ok')
