@@ -17,21 +17,7 @@ for limit in ['/proc/sys/user/max_inotify_watches', '/proc/sys/user/max_fanotify
 write(os.path.join(backing, 'f'), 'old content\n')
 write(os.path.join(backing, 'gone'), 'to be deleted\n')
 
-errors = open(os.path.join(os.path.dirname(backing), 'daemon.err'), 'wb')
-daemon = subprocess.Popen([os.environ['COORDFS_BINARY'], 'mount', backing, mount, '--foreground'],
-                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors)
-
-
-def mounted():
-    with open('/proc/self/mountinfo') as table:
-        return any(line.split()[4] == mount for line in table)
-
-
-try:
-    wait_until('the mount', lambda: mounted() or daemon.poll() is not None)
-    assert daemon.poll() is None, f'the daemon exited with {daemon.returncode}: ' + open(errors.name).read()
-    coordtest.MOUNT = mount
-    os.chdir(mount)
+with Daemon(backing, mount) as daemon:
     print('watch:', watch_method())
     warm(mount)
     assert outcome(os.lstat, 'new') == 'ENOENT'
@@ -44,17 +30,6 @@ try:
     settle('cat new', lambda: content('new'), b'fresh\n')
     settle('stat gone', lambda: os.lstat('gone'), 'ENOENT')
     same_tree(mount, backing)
-finally:
-    os.chdir('/')
-    if mounted():
-        subprocess.run([os.environ['COORDFS_BINARY'], 'unmount', mount])
-    try:
-        daemon.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        daemon.kill()
-        daemon.wait()
-    errors.close()
-said = open(errors.name).read()
-print('daemon exit', daemon.returncode)
-print('warned:', 'cannot watch the backing' in said and 'caches for 1' in said)
+print('daemon exit', daemon.exit_code)
+print('warned:', 'cannot watch the backing' in daemon.said and 'caches for 1' in daemon.said)
 print('ok')

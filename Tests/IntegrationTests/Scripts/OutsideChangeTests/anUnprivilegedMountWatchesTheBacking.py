@@ -17,21 +17,7 @@ write(os.path.join(backing, 'f'), 'old content\n')
 os.mkdir(os.path.join(backing, 'd'))
 write(os.path.join(backing, 'd/g'), 'inner\n')
 
-errors = open(os.path.join(os.path.dirname(backing), 'daemon.err'), 'wb')
-daemon = subprocess.Popen([os.environ['COORDFS_BINARY'], 'mount', backing, mount, '--foreground'],
-                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors)
-
-
-def mounted():
-    with open('/proc/self/mountinfo') as table:
-        return any(line.split()[4] == mount for line in table)
-
-
-try:
-    wait_until('the mount', lambda: mounted() or daemon.poll() is not None)
-    assert daemon.poll() is None, f'the daemon exited with {daemon.returncode}: ' + open(errors.name).read()
-    coordtest.MOUNT = mount
-    os.chdir(mount)
+with Daemon(backing, mount) as daemon:
     print('watch:', watch_method())
     same_tree(mount, backing, 'the starting tree')
     warm(mount)
@@ -64,16 +50,6 @@ try:
         print('origins:', ' '.join(seen.origins()))
     finally:
         watch.stop()
-finally:
-    os.chdir('/')
-    if mounted():
-        subprocess.run([os.environ['COORDFS_BINARY'], 'unmount', mount])
-    try:
-        daemon.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        daemon.kill()
-        daemon.wait()
-    errors.close()
-print('daemon exit', daemon.returncode)
-print('daemon said:', open(errors.name).read().strip() or '(nothing)')
+print('daemon exit', daemon.exit_code)
+print('daemon said:', daemon.said or '(nothing)')
 print('ok')

@@ -284,3 +284,41 @@ class OutsideEvents:
             raise AssertionError('\n'.join(f'{what}: {json.dumps(event)}' for what, event in problems)
                                  + '\nthe watch printed:\n' + self.watch.transcript())
         return [describe(event) for event in events if is_outside(event)]
+
+
+class Daemon:
+    """`coordfs mount BACKING MOUNTPOINT --foreground` started from this process (for the scripts
+    that mount for themselves, in a user namespace of their own), its errors kept beside the
+    backing. `with Daemon(...) as daemon:` waits for the mount and unmounts at the end; then
+    `exit_code` and `said` tell how it ended."""
+
+    def __init__(self, backing, mount):
+        self.mount = mount
+        self.errors = open(os.path.join(os.path.dirname(backing), 'daemon.err'), 'wb')
+        self.process = subprocess.Popen([os.environ['COORDFS_BINARY'], 'mount', backing, mount, '--foreground'],
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.errors)
+
+    def mounted(self):
+        with open('/proc/self/mountinfo') as table:
+            return any(line.split()[4] == self.mount for line in table)
+
+    def __enter__(self):
+        wait_until('the mount', lambda: self.mounted() or self.process.poll() is not None)
+        assert self.process.poll() is None, f'the daemon exited with {self.process.returncode}: ' + open(self.errors.name).read()
+        coordtest.MOUNT = self.mount
+        os.chdir(self.mount)
+        return self
+
+    def __exit__(self, *failure):
+        os.chdir('/')
+        if self.mounted():
+            subprocess.run([os.environ['COORDFS_BINARY'], 'unmount', self.mount])
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.errors.close()
+        self.exit_code = self.process.returncode
+        self.said = open(self.errors.name).read().strip()
+        return False
