@@ -39,7 +39,7 @@ extension FileSystem {
             case .moved(let source, let destination, let isDirectory):
                 outsideMoved(from: source, to: destination, notifier)
                 publish(.moved, path: source, destination: destination, isDirectory: isDirectory, origin: origin,
-                               size: isDirectory ? nil : backingStatus(of: destination).map { Int64($0.st_size) })
+                        size: isDirectory ? nil : backingStatus(of: destination).map { Int64($0.st_size) })
             case .overflow:
                 outsideLost(notifier)
             }
