@@ -494,7 +494,7 @@ def events_workload(path, config):
     if location is not None:
         metrics["claim_p50"], metrics["claim_p99"] = claim_round_trips(location, wire_file,
                                                                        config.event_saves)
-        metrics["exec"] = command_wall_time([config.binary, "exec", "--write", "f", "--", "true"],
+        metrics["exec"] = command_wall_time([config.target_binary, "exec", "--write", "f", "--", "true"],
                                             directory, config.exec_runs)
     else:
         metrics["exec"] = command_wall_time(["flock", "f", "true"], directory, config.exec_runs)
