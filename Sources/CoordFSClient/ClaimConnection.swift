@@ -18,7 +18,7 @@ public final class ClaimConnection {
     private var framer = LineFramer(maxLineBytes: 64 << 20)
     private var nextID: Int64 = 1
     /// The `hello` whose reply has not been read yet.
-    private var unconfirmedHello: RequestID?
+    private var unconfirmedHello: Int64?
     /// What the server said in a `bye` push, for the error when it then closes.
     private var farewell: String?
     private var closed = false
@@ -30,7 +30,7 @@ public final class ClaimConnection {
         descriptor = try ControlSocketAddress.connect(socketPath)
         let hello = nextRequestID()
         do {
-            try send(.hello(.init(version: ProtocolVersion.current, client: client)), id: hello)
+            try send(ShortExchange.line(id: hello, hello: .init(version: ProtocolVersion.current, client: client)))
         } catch {
             Glibc.close(descriptor)
             throw error
@@ -47,12 +47,17 @@ public final class ClaimConnection {
     /// runs out fails with `timeout`. Blocks until the server answers.
     public func claim(reading: [FilePath] = [], writing: [FilePath] = [], timeout: Duration? = nil) throws(CoordFSError) -> CoordFSConnection.HeldClaim {
         let id = nextRequestID()
-        try send(.claim(Request.Claim(reading: reading, writing: writing, timeout: timeout)), id: id)
+        guard let line = ShortExchange.line(id: id, claim: Request.Claim(reading: reading, writing: writing, timeout: timeout)) else {
+            throw .protocolViolation("a claim's wait must be a number of seconds")
+        }
+        try send(line)
         if let hello = unconfirmedHello {
             unconfirmedHello = nil
-            _ = try reply(to: hello, Request.Hello.Reply.self)
+            _ = try reply(to: hello)
         }
-        let reply = try reply(to: id, Request.Claim.Reply.self)
+        guard let reply = ShortExchange.claimReply(try reply(to: id)) else {
+            throw .protocolViolation("a claim reply without its claim")
+        }
         return .init(id: reply.claim, reading: reply.read, writing: reply.write, waited: reply.waited)
     }
 
@@ -65,18 +70,12 @@ public final class ClaimConnection {
 
     // MARK: The exchange
 
-    private func nextRequestID() -> RequestID {
+    private func nextRequestID() -> Int64 {
         defer { nextID += 1 }
-        return .number(nextID)
+        return nextID
     }
 
-    private func send(_ request: Request, id: RequestID) throws(CoordFSError) {
-        let line: [UInt8]
-        do {
-            line = try WireFormat.line(RequestEnvelope(id: id, request: request))
-        } catch {
-            throw .protocolViolation("\(error)")
-        }
+    private func send(_ line: [UInt8]) throws(CoordFSError) {
         var offset = 0
         while offset < line.count {
             let count = line.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
@@ -89,23 +88,21 @@ public final class ClaimConnection {
     }
 
     /// Reads lines until the reply to `id`, skipping pushes (and replies to nothing still
-    /// asked), and decodes its body; an error reply is thrown as `.server`.
-    private func reply<Body: Codable & Sendable>(to id: RequestID, _ type: Body.Type) throws(CoordFSError) -> Body {
+    /// asked), and returns its `ok` body; an error reply is thrown as `.server`.
+    private func reply(to id: Int64) throws(CoordFSError) -> JSONValue {
         while true {
-            let line = try nextLine()
-            do {
-                switch try ServerLine.classify(line) {
-                case .push(.bye(let body)):
-                    farewell = body.reason
-                case .push:
-                    continue
-                case .reply(let replyID, let error):
-                    guard replyID == id else { continue }
-                    if let error { throw CoordFSError.server(error) }
-                    return try WireFormat.decodeReplyBody(type, from: line)
-                }
-            } catch {
-                throw CoordFSError.wrap(error)
+            switch ShortExchange.message(try nextLine()) {
+            case .ok(.number(id), let body)?:
+                return body
+            case .error(let replyID, let detail)? where replyID == .number(id) || replyID == nil:
+                // (No id: the server could not read a line of ours, which leaves nothing to wait for.)
+                throw .server(detail)
+            case .push(let bye)?:
+                if let bye { farewell = bye }
+            case .ok?, .error?:
+                continue
+            case nil:
+                throw .protocolViolation("a line that is not a message of the protocol")
             }
         }
     }

@@ -12,7 +12,7 @@ struct CoordFS: ParsableCommand {
     /// Parses the arguments with stand-ins for those that are not UTF-8 (see `ExactArguments`).
     static func main() {
         let arguments = ExactArguments.forParser
-        if arguments.first == "exec", let exec = Exec.parsedQuickly(Array(arguments.dropFirst())) {
+        if arguments.first == "exec", let exec = ExecRequest.parsedQuickly(Array(arguments.dropFirst())) {
             exec.runAndExit()
         }
         main(arguments)

@@ -40,6 +40,32 @@ struct Exec: ParsableCommand {
     @Argument(parsing: .postTerminator, help: ArgumentHelp("The command and its arguments, after --.", valueName: "command"))
     var command: [String] = []
 
+    /// What ArgumentParser read.
+    var request: ExecRequest {
+        ExecRequest(readPaths: readPaths, writePaths: writePaths, wait: wait, nonblock: nonblock,
+                    conflictExitCode: conflictExitCode, verbose: verbose, command: command)
+    }
+
+    func validate() throws {
+        try request.validate()
+    }
+
+    func run() throws {
+        try request.run()
+    }
+}
+
+/// One `exec`, however its command line was read (ArgumentParser's `Exec`, or
+/// `ExecRequest.parsedQuickly`).
+struct ExecRequest {
+    var readPaths: [String] = []
+    var writePaths: [String] = []
+    var wait: Double?
+    var nonblock = false
+    var conflictExitCode: Int32 = 1
+    var verbose = false
+    var command: [String] = []
+
     func validate() throws {
         guard !readPaths.isEmpty || !writePaths.isEmpty else { throw ValidationError("name at least one --read or --write path") }
         guard !command.isEmpty else { throw ValidationError("name the command to run after --") }
@@ -152,7 +178,7 @@ extension Duration {
 
 // MARK: Without ArgumentParser
 
-extension Exec {
+extension ExecRequest {
     /// `exec`'s usual command lines, read without ArgumentParser, whose reflection over the
     /// command tree costs about a millisecond, a third of a whole `exec -- true`
     /// (Docs/PERFORMANCE.md). Takes only the plain forms of its options (`--write P`,
@@ -161,11 +187,9 @@ extension Exec {
     /// like an option, a value that does not parse or validate) is nil and goes to
     /// ArgumentParser, which says what is wrong exactly as for any other command.
     /// `arguments` start after "exec", as ArgumentParser would get them.
-    static func parsedQuickly(_ arguments: [String]) -> Exec? {
-        var exec = Exec()
-        var readPaths: [String] = [], writePaths: [String] = []
-        var wait: Double?, conflictExitCode: Int32?
-        var nonblock = false, verbose = false
+    static func parsedQuickly(_ arguments: [String]) -> ExecRequest? {
+        var exec = ExecRequest()
+        var exitCodeGiven = false
         var index = 0
         /// The option's value: after "=", or the next argument. Nil when there is none or it
         /// looks like an option (ArgumentParser refuses it, or reads it another way).
@@ -189,35 +213,29 @@ extension Exec {
             switch name {
             case "--read":
                 guard let path = value(argument, name) else { return nil }
-                readPaths.append(path)
+                exec.readPaths.append(path)
             case "--write":
                 guard let path = value(argument, name) else { return nil }
-                writePaths.append(path)
+                exec.writePaths.append(path)
             case "-w", "--wait":
-                guard wait == nil, let text = value(argument, name), let seconds = Double(text) else { return nil }
-                wait = seconds
+                guard exec.wait == nil, let text = value(argument, name), let seconds = Double(text) else { return nil }
+                exec.wait = seconds
             case "-E", "--conflict-exit-code":
-                guard conflictExitCode == nil, let text = value(argument, name), let code = Int32(text) else { return nil }
-                conflictExitCode = code
+                guard !exitCodeGiven, let text = value(argument, name), let code = Int32(text) else { return nil }
+                exec.conflictExitCode = code
+                exitCodeGiven = true
             case "-n", "--nonblock":
-                guard !nonblock, name == argument else { return nil }
-                nonblock = true
+                guard !exec.nonblock, name == argument else { return nil }
+                exec.nonblock = true
             case "-v", "--verbose":
-                guard !verbose, name == argument else { return nil }
-                verbose = true
+                guard !exec.verbose, name == argument else { return nil }
+                exec.verbose = true
             default:
                 return nil
             }
             index += 1
         }
-        guard index < arguments.count else { return nil }
-        exec.readPaths = readPaths
-        exec.writePaths = writePaths
-        exec.wait = wait
-        exec.nonblock = nonblock
-        exec.conflictExitCode = conflictExitCode ?? 1
-        exec.verbose = verbose
-        guard (try? exec.validate()) != nil else { return nil }
+        guard index < arguments.count, (try? exec.validate()) != nil else { return nil }
         return exec
     }
 

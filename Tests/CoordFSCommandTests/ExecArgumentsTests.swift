@@ -7,7 +7,7 @@ import Testing
 /// be left to ArgumentParser.
 struct ExecArgumentsTests {
     /// The fields both ways, side by side.
-    private func fields(_ exec: Exec) -> [String] {
+    private func fields(_ exec: ExecRequest) -> [String] {
         [exec.readPaths.description, exec.writePaths.description, String(describing: exec.wait), "\(exec.nonblock)",
          "\(exec.conflictExitCode)", "\(exec.verbose)", exec.command.description]
     }
@@ -25,9 +25,9 @@ struct ExecArgumentsTests {
         ["--write", "\u{0}0", "--", "true"],
     ])
     func plainFormsMeanWhatArgumentParserMakesOfThem(arguments: [String]) throws {
-        let quick = try #require(Exec.parsedQuickly(arguments))
+        let quick = try #require(ExecRequest.parsedQuickly(arguments))
         let parsed = try Exec.parse(arguments)
-        #expect(fields(quick) == fields(parsed))
+        #expect(fields(quick) == fields(parsed.request))
     }
 
     @Test(arguments: [
@@ -54,6 +54,6 @@ struct ExecArgumentsTests {
         ["--writ", "f", "--", "true"],
     ])
     func everythingElseGoesToArgumentParser(arguments: [String]) {
-        #expect(Exec.parsedQuickly(arguments) == nil)
+        #expect(ExecRequest.parsedQuickly(arguments) == nil)
     }
 }
