@@ -46,8 +46,9 @@ public enum JSONValue: Sendable {
     }
 
     /// Parses one JSON document (surrounding white space allowed); nil when it is not JSON.
-    public static func parse(_ bytes: some Collection<UInt8>) -> JSONValue? {
-        var reader = Reader(bytes: Array(bytes))
+    /// (An array, not any collection: unspecialised generic code is what this type avoids.)
+    public static func parse(_ bytes: [UInt8]) -> JSONValue? {
+        var reader = Reader(bytes: bytes)
         guard let value = reader.value(depth: 0) else { return nil }
         reader.skipSpace()
         return reader.offset == reader.bytes.count ? value : nil

@@ -72,7 +72,7 @@ public enum ShortExchange {
     }
 
     /// What `line` is; nil when it is none of the protocol's messages.
-    public static func message(_ line: some Collection<UInt8>) -> Message? {
+    public static func message(_ line: [UInt8]) -> Message? {
         guard let value = JSONValue.parse(line) else { return nil }
         if let push = value["push"]?.string {
             return .push(bye: push == "bye" ? value["reason"]?.string : nil)
@@ -98,7 +98,7 @@ public enum ShortExchange {
     }
 
     /// The value of the `user.coordfs.control` attribute.
-    public static func location(_ bytes: some Collection<UInt8>) -> ControlLocation? {
+    public static func location(_ bytes: [UInt8]) -> ControlLocation? {
         guard let value = JSONValue.parse(bytes), let version = value["version"]?.int64, let socket = value["socket"]?.string,
               let path = paths(value, "path", single: true)?.first else { return nil }
         return ControlLocation(version: Int(version), socket: socket, path: path)

@@ -75,16 +75,21 @@ struct ExecRequest {
     }
 
     func run() throws {
-        // Which mount each path is in, and its name there.
-        var byMount: [String: (reading: [FilePath], writing: [FilePath])] = [:]
+        // Which mount each path is in, and its name there. (A list, not a dictionary: there are
+        // one or two, and a dictionary's first use costs more than the search.)
+        var mounts: [(socket: String, reading: [FilePath], writing: [FilePath])] = []
         do {
             for (paths, writing) in [(readPaths, false), (writePaths, true)] {
                 for path in paths {
                     let location = try ControlLocation.locate(ExactArguments.path(path))
+                    let index = mounts.firstIndex { $0.socket == location.socket } ?? {
+                        mounts.append((location.socket, [], []))
+                        return mounts.count - 1
+                    }()
                     if writing {
-                        byMount[location.socket, default: ([], [])].writing.append(location.path)
+                        mounts[index].writing.append(location.path)
                     } else {
-                        byMount[location.socket, default: ([], [])].reading.append(location.path)
+                        mounts[index].reading.append(location.path)
                     }
                 }
             }
@@ -93,7 +98,7 @@ struct ExecRequest {
         }
         let timeout: Duration? = nonblock ? .zero : wait.map { .nanoseconds(Int64(min($0, 1e9) * 1e9)) }
         // Mounts in a fixed order, so two exec runs over the same mounts cannot deadlock.
-        let mounts = byMount.sorted { $0.key < $1.key }.map { (socket: $0.key, reading: $0.value.reading, writing: $0.value.writing) }
+        mounts.sort { $0.socket < $1.socket }
 
         let started = ContinuousClock.now
         var connections: [ClaimConnection] = []
