@@ -1,9 +1,10 @@
-"""The `events` workload of Scripts/bench: close -> event latency, explicit claims, a stalled
-subscriber. On coordfs targets through the control socket; on bare, the same figures from
-inotify and flock(1) as a reference; the peers have neither and are skipped. What each figure
-means is in Scripts/bench --help.
+"""The `events` and `exec` workloads of Scripts/bench: close -> event latency, explicit claims,
+a stalled subscriber; `coordfs exec` against flock(1). On coordfs targets through the control
+socket; on bare, the same figures from inotify and flock(1) as a reference; the peers have
+neither and are skipped. What each figure means is in Scripts/bench --help.
 
-`events_workload(path, config)` runs it all and returns its metrics (`EVENT_KEYS`).
+`events_workload(path, config)` runs the first and returns its metrics (`EVENT_KEYS`);
+`exec_workload(path, config)` the second (`EXEC_KEYS`).
 """
 import argparse
 import array
@@ -30,7 +31,8 @@ EVENT_TIMEOUT = 2.0         # seconds a paced save waits for every subscriber's 
 EVENT_PAYLOAD = b"saved\n"  # what each events save writes
 IN_CLOSE_WRITE = 0x00000008
 EVENT_KEYS = ["event_p50_1", "event_p99_1", "event_p50_n", "event_p99_n", "event_p99_n_last",
-              "claim_p50", "claim_p99", "exec", "stall_none", "stall_stalled", "stall_ratio"]
+              "claim_p50", "claim_p99", "stall_none", "stall_stalled", "stall_ratio"]
+EXEC_KEYS = ["exec"]
 
 
 class ControlClient:
@@ -462,7 +464,7 @@ def stalled_subscriber_saves(directory, location, config):
 
 def events_workload(path, config):
     """coordfs: event latency over the control socket (1 and N subscribers), claim+release
-    round trips, coordfs exec, saves with a stalled subscriber. bare: inotify and flock(1)."""
+    round trips, saves with a stalled subscriber. bare: inotify."""
     kind = config.target_events
     if kind is None:
         return {}, {}, {}
@@ -494,12 +496,27 @@ def events_workload(path, config):
     if location is not None:
         metrics["claim_p50"], metrics["claim_p99"] = claim_round_trips(location, wire_file,
                                                                        config.event_saves)
-        metrics["exec"] = command_wall_time([config.target_binary, "exec", "--write", "f", "--", "true"],
-                                            directory, config.exec_runs)
-    else:
-        metrics["exec"] = command_wall_time(["flock", "f", "true"], directory, config.exec_runs)
     none, stalled, dropped = stalled_subscriber_saves(directory, location, config)
     metrics.update(stall_none=none, stall_stalled=stalled, stall_ratio=stalled / none)
     info["stall_dropped"] = dropped
     shutil.rmtree(directory)
     return metrics, info, {}
+
+
+def exec_workload(path, config):
+    """coordfs: wall time of `coordfs exec --write f -- true` (the command's whole life: start,
+    claim, run `true`, end). bare: `flock f true`, the reference it is compared with."""
+    kind = config.target_events
+    if kind is None:
+        return {}, {}, {}
+    directory = os.path.join(path, "exec")
+    os.mkdir(directory)
+    with open(os.path.join(directory, "f"), "wb") as initial:
+        initial.write(EVENT_PAYLOAD)
+    if kind == "socket":
+        command = [config.target_binary, "exec", "--write", "f", "--", "true"]
+    else:
+        command = ["flock", "f", "true"]
+    milliseconds = command_wall_time(command, directory, config.exec_runs)
+    shutil.rmtree(directory)
+    return {"exec": milliseconds}, {}, {}

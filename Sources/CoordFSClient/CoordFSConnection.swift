@@ -8,9 +8,9 @@ import SystemPackage
 // socket at any time, so something must read continuously and route each line to whoever
 // waits for it. NIO does that on a shared event loop with non-blocking I/O (no reader thread
 // per connection, no blocking read inside async code), and the package builds it anyway for
-// the server. The socket itself is created here, close-on-exec, and handed to NIO connected:
-// a child process (`coordfs exec`'s command) must never inherit it, or a claim would outlive
-// the process that took it.
+// the server. The socket itself is created by `ControlSocketAddress`, close-on-exec, and
+// handed to NIO connected. (A command that only takes claims and waits uses the blocking
+// `ClaimConnection` instead: NIO's threads would cost it more than its whole exchange.)
 
 /// A connection to a mount's control socket.
 ///
@@ -63,7 +63,7 @@ public final class CoordFSConnection: Sendable {
     }
 
     private static func connect(socketPath: String, client: String, location: ControlLocation?) async throws(CoordFSError) -> CoordFSConnection {
-        let descriptor = try openSocket(socketPath)
+        let descriptor = try ControlSocketAddress.connect(socketPath)
         let core = ConnectionCore()
         let channel: any Channel
         do {
@@ -88,35 +88,6 @@ public final class CoordFSConnection: Sendable {
             channel.close(promise: nil)
             throw CoordFSError.wrap(error)
         }
-    }
-
-    /// A connected, close-on-exec socket.
-    private static func openSocket(_ path: String) throws(CoordFSError) -> Int32 {
-        let address: SocketAddress
-        do {
-            address = try SocketAddress(unixDomainSocketPath: path)
-        } catch {
-            throw .cannotConnect(socket: path, reason: "the path is too long for a socket (at most \(ProtocolLimits.maxSocketPathBytes) bytes)")
-        }
-        do {
-            return try connectedSocket(to: address)
-        } catch {
-            let reason = error == .connectionRefused ? "nobody listens there (is the mount still running?)" : error.description
-            throw .cannotConnect(socket: path, reason: reason)
-        }
-    }
-
-    private static func connectedSocket(to address: SocketAddress) throws(Errno) -> Int32 {
-        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { throw Errno(rawValue: errno) }
-        while address.withSockAddr({ Glibc.connect(descriptor, $0, socklen_t($1)) }) != 0 {
-            let error = Errno(rawValue: errno)
-            guard error == .interrupted else {
-                Glibc.close(descriptor)
-                throw error
-            }
-        }
-        return descriptor
     }
 
     /// Closes the connection: the server releases this connection's claims and registrations
@@ -186,14 +157,7 @@ public final class CoordFSConnection: Sendable {
     /// (`.zero`: not at all, failing with a `conflict` error; nil: the mount's claim timeout);
     /// a wait that runs out fails with a `timeout` error. Cancelling the task gives up the wait.
     public func claim(reading: [FilePath] = [], writing: [FilePath] = [], timeout: Duration? = nil) async throws(CoordFSError) -> HeldClaim {
-        var body = Request.Claim(read: reading.isEmpty ? nil : reading, write: writing.isEmpty ? nil : writing)
-        if let timeout {
-            if timeout <= .zero {
-                body.nonblock = true
-            } else {
-                body.wait = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
-            }
-        }
+        let body = Request.Claim(reading: reading, writing: writing, timeout: timeout)
         let id = core.makeRequestID()
         let core = self.core
         let reply: Request.Claim.Reply

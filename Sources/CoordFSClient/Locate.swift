@@ -2,12 +2,6 @@ import CSystemCalls
 import Glibc
 import SystemPackage
 
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-
 extension ControlLocation {
     /// Finds the mount that holds `path`. A path that does not exist (yet), or whose attribute
     /// this user may not read, is located through its directory, and named inside the mount as
@@ -66,8 +60,7 @@ extension ControlLocation {
             }
         }
         guard count >= 0 else { return .failure(Errno(rawValue: errno)) }
-        guard let location = try? JSONDecoder().decode(ControlLocation.self, from: Data(buffer[0..<count])),
-              location.socket.hasPrefix("/"), location.path.isAbsolute else {
+        guard let location = ShortExchange.location(Array(buffer[0..<count])), location.socket.hasPrefix("/"), location.path.isAbsolute else {
             return .failure(.invalidArgument)
         }
         return .success(location)

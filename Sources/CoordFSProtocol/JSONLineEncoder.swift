@@ -67,6 +67,13 @@ enum JSONTree {
         }
     }
 
+    /// A number as JSON writes it (whole ones without a fraction); nil for infinity and NaN.
+    static func text(of number: Double) -> String? {
+        guard number.isFinite else { return nil }
+        if number == number.rounded(), abs(number) < 1e15 { return String(Int64(number)) }
+        return "\(number)"
+    }
+
     static func writeString(_ text: String, into output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
         for byte in text.utf8 {
@@ -115,11 +122,10 @@ private final class TreeEncoder: Encoder {
     }
 
     static func format(_ number: Double, _ codingPath: [any CodingKey]) throws -> String {
-        guard number.isFinite else {
+        guard let text = JSONTree.text(of: number) else {
             throw EncodingError.invalidValue(number, .init(codingPath: codingPath, debugDescription: "JSON has no infinity or NaN"))
         }
-        if number == number.rounded(), abs(number) < 1e15 { return String(Int64(number)) }
-        return "\(number)"
+        return text
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {

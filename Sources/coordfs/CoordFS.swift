@@ -11,6 +11,10 @@ struct CoordFS: ParsableCommand {
 
     /// Parses the arguments with stand-ins for those that are not UTF-8 (see `ExactArguments`).
     static func main() {
-        main(ExactArguments.forParser)
+        let arguments = ExactArguments.forParser
+        if arguments.first == "exec", let exec = ExecRequest.parsedQuickly(Array(arguments.dropFirst())) {
+            exec.runAndExit()
+        }
+        main(arguments)
     }
 }

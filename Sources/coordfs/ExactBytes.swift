@@ -26,11 +26,13 @@ enum ExactArguments {
         }
         for index in 1..<Int(CommandLine.argc) {
             guard let argument = CommandLine.unsafeArgv[index] else { continue }
-            let bytes = Array(UnsafeRawBufferPointer(start: argument, count: strlen(argument)))
-            if let text = String(validating: bytes, as: UTF8.self) {
+            if let text = String(validatingCString: argument) {
                 arguments.append(text)
-            } else if bytes.starts(with: [UInt8(ascii: "-"), UInt8(ascii: "-")]), let equals = bytes.firstIndex(of: UInt8(ascii: "=")),
-                      let option = String(validating: bytes[...equals], as: UTF8.self) {
+                continue
+            }
+            let bytes = UnsafeBufferPointer(start: argument, count: strlen(argument)).map { UInt8(bitPattern: $0) }
+            if bytes.starts(with: [UInt8(ascii: "-"), UInt8(ascii: "-")]), let equals = bytes.firstIndex(of: UInt8(ascii: "=")),
+               let option = String(validating: bytes[...equals], as: UTF8.self) {
                 arguments.append(option + standIn(bytes[(equals + 1)...]))
             } else {
                 arguments.append(standIn(bytes))

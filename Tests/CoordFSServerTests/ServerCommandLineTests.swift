@@ -82,6 +82,74 @@ private func makeFakeMount(_ fixture: ServerFixture, items: [String] = []) throw
         }
     }
 
+    /// Starts `command` in the background through a shell that records its pid and, when it
+    /// ends, its status as the shell reports it; returns a way to read both.
+    private func background(_ command: String, in directory: String) throws -> (pid: Int32, status: () -> Int32?) {
+        let pidFile = directory + "/bg.pid", statusFile = directory + "/bg.status"
+        _ = capture("(\(command) & echo $! > \(pidFile); wait $!; echo $? > \(statusFile).tmp; mv \(statusFile).tmp \(statusFile)) > /dev/null 2>&1 &")
+        var pid: Int32?
+        let deadline = ContinuousClock.now + .seconds(10)
+        while pid == nil && ContinuousClock.now < deadline {
+            pid = (try? String(contentsOfFile: pidFile, encoding: .utf8)).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            if pid == nil { usleep(10_000) }
+        }
+        let started = try #require(pid, "the background command did not start")
+        return (started, { (try? String(contentsOfFile: statusFile, encoding: .utf8)).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) } })
+    }
+
+    /// A claim held by another client: exec waits in the server's queue, runs its command once
+    /// the holder lets go, and passes on the command's status.
+    @Test func execWaitsForAHolderThenRuns() throws {
+        try withServer { fixture in
+            let mount = try makeFakeMount(fixture, items: ["counter"])
+            let holder = try fixture.connect()
+            let claim = try holder.request(#"{"id":1,"op":"claim","write":["/counter"]}"#)
+            let output = fixture.directory + "/exec.out"
+            let exec = try background("\(coordfs) exec --wait 20 --read \(mount)/counter -- sh -c 'echo ran; exit 5' > \(output) 2>&1",
+                                      in: fixture.directory)
+            #expect(fixture.eventually { fixture.claims.snapshot().waiters.count == 1 })
+            #expect((try? String(contentsOfFile: output, encoding: .utf8)) == "", "ran while the claim was held")
+            let id = try #require((claim["ok"] as? [String: Any])?["claim"] as? Int)
+            _ = try holder.request(#"{"id":2,"op":"release","claim":\#(id)}"#)
+            #expect(fixture.eventually(within: .seconds(10)) { exec.status() != nil })
+            #expect(exec.status() == 5)
+            #expect((try? String(contentsOfFile: output, encoding: .utf8)) == "ran\n")
+        }
+    }
+
+    /// SIGTERM to exec reaches its command (which decides: here it exits 9), and the claims
+    /// last until the command has ended.
+    @Test func execPassesSIGTERMToItsCommand() throws {
+        try withServer { fixture in
+            let mount = try makeFakeMount(fixture, items: ["counter"])
+            let ready = fixture.directory + "/ready"
+            let exec = try background("\(coordfs) exec --write \(mount)/counter -- sh -c 'trap \"exit 9\" TERM; touch \(ready); while :; do sleep 0.05; done'",
+                                      in: fixture.directory)
+            #expect(fixture.eventually { access(ready, F_OK) == 0 })
+            #expect(fixture.claims.snapshot().holders.count == 1)
+            kill(exec.pid, SIGTERM)
+            #expect(fixture.eventually(within: .seconds(10)) { exec.status() != nil })
+            #expect(exec.status() == 9)
+            #expect(fixture.eventually { fixture.claims.snapshot().holders.isEmpty })
+        }
+    }
+
+    /// A mount whose daemon is gone (its socket left behind, nobody listening) is one clear line.
+    @Test func execSaysWhenTheMountIsGone() throws {
+        try withServer { fixture in
+            let mount = fixture.directory + "/gone"
+            mkdir(mount, 0o755)
+            let socket = fixture.directory + "/gone.sock"
+            #expect(shell("/usr/bin/python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('\(socket)')\"") == 0)
+            let value = #"{"version":1,"socket":"\#(socket)","path":"/"}"#
+            #expect(shell("setfattr -n user.coordfs.control -v '\(value)' '\(mount)'") == 0)
+            let result = capture("\(coordfs) exec --write \(mount) -- echo ran 2>&1")
+            #expect(result.status == 1 && !result.output.contains("ran"))
+            #expect(result.output.contains("nobody listens there (is the mount still running?)"), "\(result.output)")
+            #expect(result.output.split(separator: "\n").count == 1)
+        }
+    }
+
     /// The issue's counter, without FUSE: writers that all go through `coordfs exec --write`
     /// are serialized by the explicit claim, so no increment is lost.
     @Test func parallelIncrementsUnderExecLoseNothing() throws {
