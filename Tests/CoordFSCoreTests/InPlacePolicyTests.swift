@@ -27,8 +27,10 @@ import Testing
         #expect(policy.patterns == InPlacePolicy.defaultPatterns)
         #expect(policy.largerThan == InPlacePolicy.defaultLargerThan)
         #expect(policy.isInPlace(path("a.db"), size: 0))
-        #expect(policy.isInPlace(path("movie.mkv"), size: (1 << 30) + 1))
-        #expect(!policy.isInPlace(path("movie.mkv"), size: 1 << 30))
+        #expect(policy.largerThan == 128 << 20)
+        #expect(policy.isInPlace(path("movie.mkv"), size: (128 << 20) + 1))
+        #expect(!policy.isInPlace(path("movie.mkv"), size: 128 << 20))
+        #expect(!policy.isInPlace(path("movie.mkv"), size: (128 << 20) + 1, clones: { true }))
     }
 
     @Test func nameWildcards() {
