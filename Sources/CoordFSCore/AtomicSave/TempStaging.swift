@@ -97,7 +97,7 @@ public final class TempStaging: Sendable {
     }
 
     /// Whether a staged copy of a file in `directory` is a clone: its filesystem shares extents
-    /// (XFS with reflinks, btrfs, bcachefs, NFS 4.2 and SMB servers that clone). Probed at the
+    /// (XFS with reflinks, btrfs, bcachefs; NFS and SMB where the server clones). Probed at the
     /// first question per filesystem by cloning an empty temp into another, which a filesystem
     /// without reflinks refuses at once and one with them does in no time; both temps go at
     /// once (unnamed where the filesystem allows, so nothing shows in the backing). A probe
@@ -110,21 +110,17 @@ public final class TempStaging: Sendable {
         return clones
     }
 
-    /// Clones one empty temp into another in `directory`: true when the filesystem did, false
-    /// when it said it cannot (`ContentCopy.cannotClone`), nil when the temps could not be made
-    /// or the clone failed otherwise.
+    /// Clones one empty temp into another in `directory`: whether the filesystem did (any
+    /// error says no: `ContentCopy.cannotClone`'s, or one of a filesystem that fails clones
+    /// of empty files, whose copies then go by `copy_file_range`), or nil when the temps could
+    /// not be made.
     static func probeCloning(in directory: Int32, unnamed: Bool) -> Bool? {
         do throws(Errno) {
             let source = try StagedFile.create(in: directory, mode: StagedFile.copyMode, unnamed: unnamed, beside: true)
             defer { source.discard(in: directory) }
             let destination = try StagedFile.create(in: directory, mode: StagedFile.copyMode, unnamed: unnamed, beside: true)
             defer { destination.discard(in: directory) }
-            do throws(Errno) {
-                try Syscall.cloneContents(of: source.descriptor.raw, into: destination.descriptor.raw)
-                return true
-            } catch where ContentCopy.cannotClone(error) {
-                return false
-            }
+            return (try? Syscall.cloneContents(of: source.descriptor.raw, into: destination.descriptor.raw)) != nil
         } catch {
             return nil
         }
