@@ -39,7 +39,8 @@ extension FileSystem {
         }
         let nonblocking = flags & O_NONBLOCK != 0
         if opensForChange(flags) {
-            let inPlace = options.inPlace.writesInPlace(path, flags: flags, existing: node, reopen: reopen(descriptor:flags:))
+            let inPlace = options.inPlace.writesInPlace(path, flags: flags, existing: node, clones: { [self] in stagingClones(node) },
+                                                        reopen: reopen(descriptor:flags:))
             coordinatedOpen(request, .openForWriting, item, inPlace: inPlace, nonblocking: nonblocking) { [self] grant, consent in
                 // In-place files took their claim for the open only (grant is nil), as for each operation.
                 if inPlace {
@@ -54,6 +55,13 @@ extension FileSystem {
                 openForReading(pending, node, copy, grant: grant)
             }
         }
+    }
+
+    /// Whether a save's staged copy of `node` would be a clone (its directory's filesystem has
+    /// reflinks): the in-place size threshold does not apply then.
+    private func stagingClones(_ node: Node) -> Bool {
+        guard let (directory, _) = nodes.location(of: node) else { return false }
+        return staging.clonesCopies(in: directory)
     }
 
     /// Opens the backing object itself: reads and writes go straight to it.
@@ -177,7 +185,9 @@ extension FileSystem {
         let pending = PendingRequest(raw: request)
         let item = NamedPath(entry, in: nodes)
         guard let path = item.resolved else { return reply(request, error: .noSuchFileOrDirectory) }
-        let inPlace = options.inPlace.writesInPlace(path, flags: copy.info.flags, existing: nil, reopen: reopen(descriptor:flags:))
+        // A new file has nothing to copy: whether copies clone does not matter.
+        let inPlace = options.inPlace.writesInPlace(path, flags: copy.info.flags, existing: nil, clones: { false },
+                                                    reopen: reopen(descriptor:flags:))
         coordinatedOpen(request, .openForWriting, item, inPlace: inPlace, nonblocking: copy.info.flags & O_NONBLOCK != 0) { [self] grant, consent in
             if inPlace {
                 createInPlace(pending, parent, fileName, mode, copy, consent: consent)

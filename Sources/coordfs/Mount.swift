@@ -75,8 +75,8 @@ struct Mount: ParsableCommand {
     @Flag(help: "Use only the --in-place patterns given, not the defaults.")
     var noDefaultInPlace = false
 
-    @Option(help: ArgumentHelp("Files larger than this many MiB are written in place (0: no limit; default 1024).", valueName: "MiB"))
-    var inPlaceLargerThan: Int64 = 1024
+    @Option(help: ArgumentHelp("Files larger than this many MiB are written in place where the backing cannot clone them (on XFS and btrfs a save's copy is a reflink, whatever the size); 0: no limit; default 128.", valueName: "MiB"))
+    var inPlaceLargerThan: Int64 = InPlacePolicy.defaultLargerThan >> 20
 
     @Option(help: ArgumentHelp("Seconds an access waits for presenters to answer before it goes on without them (default 5).", valueName: "seconds"))
     var presenterTimeout: Double = 5

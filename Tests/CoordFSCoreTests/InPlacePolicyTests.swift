@@ -27,8 +27,10 @@ import Testing
         #expect(policy.patterns == InPlacePolicy.defaultPatterns)
         #expect(policy.largerThan == InPlacePolicy.defaultLargerThan)
         #expect(policy.isInPlace(path("a.db"), size: 0))
-        #expect(policy.isInPlace(path("movie.mkv"), size: (1 << 30) + 1))
-        #expect(!policy.isInPlace(path("movie.mkv"), size: 1 << 30))
+        #expect(policy.largerThan == 128 << 20)
+        #expect(policy.isInPlace(path("movie.mkv"), size: (128 << 20) + 1))
+        #expect(!policy.isInPlace(path("movie.mkv"), size: 128 << 20))
+        #expect(!policy.isInPlace(path("movie.mkv"), size: (128 << 20) + 1, clones: { true }))
     }
 
     @Test func nameWildcards() {
@@ -121,6 +123,20 @@ import Testing
         #expect(!unlimited.isInPlace(path("f"), size: .max))
     }
 
+    /// Where copies are clones the threshold does not apply; the filesystem is asked only
+    /// about a file above it that no pattern already sends in place.
+    @Test func sizeThresholdOnlyWhereCopiesAreReal() {
+        let policy = InPlacePolicy(patterns: ["*.db"], largerThan: 100)
+        var asked = 0
+        func clones(_ answer: Bool) -> () -> Bool { { asked += 1; return answer } }
+        #expect(!policy.isInPlace(path("f"), size: 101, clones: clones(true)))
+        #expect(policy.isInPlace(path("f"), size: 101, clones: clones(false)))
+        #expect(asked == 2)
+        #expect(!policy.isInPlace(path("f"), size: 100, clones: clones(false)))
+        #expect(policy.isInPlace(path("a.db"), size: 101, clones: clones(true)))
+        #expect(asked == 2, "below the threshold, or matched by a pattern: not asked")
+    }
+
     @Test func emptyPatternsAreIgnored() {
         let policy = InPlacePolicy(patterns: ["", "/"], largerThan: nil)
         #expect(!policy.isInPlace(path("anything"), size: 0))
@@ -142,6 +158,7 @@ import Testing
         let table = try NodeTable(root: try Syscall.openAt(scratch.raw, ".", Linux.O_PATH | O_DIRECTORY))
         let policy = InPlacePolicy(patterns: ["*.log"], largerThan: 1000)
         var probes = 0
+        var clones = false
         func writesInPlace(_ text: String, _ flags: Int32, creating: Bool = false) throws -> Bool {
             var existing: Node?
             if !creating {
@@ -149,7 +166,7 @@ import Testing
                 existing = table.lookUp(try Syscall.statOfPathDescriptor(descriptor.raw), descriptor: descriptor,
                                         parent: table.root, name: name(text))
             }
-            return policy.writesInPlace(path(text), flags: flags, existing: existing) { (descriptor, probeFlags) throws(Errno) in
+            return policy.writesInPlace(path(text), flags: flags, existing: existing, clones: { clones }) { (descriptor, probeFlags) throws(Errno) in
                 probes += 1
                 #expect(probeFlags & O_ACCMODE == O_RDONLY && probeFlags & Linux.O_NOATIME != 0, "the probe only looks")
                 return try StagingTests.reopen(descriptor, probeFlags)
@@ -179,5 +196,7 @@ import Testing
         #expect(try !writesInPlace("big", O_WRONLY | O_TRUNC), "nothing is copied when the open truncates")
         #expect(try !writesInPlace("store", O_WRONLY), "below the threshold")
         #expect(probes == 3, "a file in place by its size is not probed")
+        clones = true
+        #expect(try !writesInPlace("big", O_WRONLY), "copies are clones: the size does not matter")
     }
 }

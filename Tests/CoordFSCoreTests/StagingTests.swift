@@ -168,12 +168,20 @@ import Testing
         #expect(try ScratchDirectory.readAll(resumed.raw) == contents)
 
         let cloned = try Syscall.openAt(scratch.raw, "cloned", O_RDWR | O_CREAT | O_EXCL, 0o600)
+        let clones: Bool
         switch Result(catching: { () throws(Errno) in try Syscall.cloneContents(of: source.raw, into: cloned.raw) }) {
         case .success:
             #expect(try ScratchDirectory.readAll(cloned.raw) == contents)
+            clones = true
         case .failure(let error):
             #expect(ContentCopy.cannotClone(error), "FICLONE failed with \(error)")
+            clones = false
         }
+        // The probe of the in-place policy's threshold (two empty temps) tells the same, leaving nothing.
+        let before = Set(try names(in: scratch.raw))
+        #expect(TempStaging.probeCloning(in: scratch.raw, unnamed: true) == clones)
+        #expect(TempStaging.probeCloning(in: scratch.raw, unnamed: false) == clones)
+        #expect(Set(try names(in: scratch.raw)) == before)
 
         let chosen = try Syscall.openAt(scratch.raw, "chosen", O_RDWR | O_CREAT | O_EXCL, 0o600)
         let method = try ContentCopy.copy(from: source.raw, to: chosen.raw)
@@ -197,6 +205,8 @@ import Testing
         let target = try Syscall.openAt(xfs.raw, "clone", O_RDWR | O_CREAT | O_EXCL, 0o600)
         #expect(try ContentCopy.copy(from: source.raw, to: target.raw) == .clone)
         #expect(try ScratchDirectory.readAll(target.raw) == contents)
+        #expect(TempStaging.probeCloning(in: xfs.raw, unnamed: true) == true)
+        #expect(TempStaging.probeCloning(in: xfs.raw, unnamed: false) == true, "named temps (no O_TMPFILE) clone too")
 
         let staged = try StagedFile.stage(in: xfs.raw, replacing: source.raw, copyContents: true, owner: nil, mode: 0)
         try scratch.write(staged.descriptor.raw, [1, 2, 3]) // a write to the clone leaves the original alone
@@ -204,7 +214,9 @@ import Testing
         #expect(try ScratchDirectory.readAll(staged.descriptor.raw) == [1, 2, 3] + contents.dropFirst(3))
         #expect(try Syscall.stat(staged.descriptor.raw).st_mode & 0o7777 == 0o640)
         try staged.commit(in: xfs.raw, as: "source", replacingExistingFile: true, durability: .full)
-        #expect(try ScratchDirectory.readAll(try Syscall.openAt(xfs.raw, "source", O_RDONLY).raw) == [1, 2, 3] + contents.dropFirst(3))
+        // Bound for the read: a descriptor only borrowed for `.raw` is closed before the read.
+        let committed = try Syscall.openAt(xfs.raw, "source", O_RDONLY)
+        #expect(try ScratchDirectory.readAll(committed.raw) == [1, 2, 3] + contents.dropFirst(3))
         #expect(Set(try names(in: xfs.raw)) == ["source", "clone"])
     }
 

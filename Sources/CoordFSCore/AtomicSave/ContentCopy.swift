@@ -3,7 +3,8 @@ import SystemPackage
 
 /// Copies a committed file's contents into its temp, the cheapest way the filesystem allows:
 /// a reflink (`FICLONE`: no data is copied at all), else `copy_file_range` (the kernel copies,
-/// and may offload to the device or server), else plain reads and writes.
+/// and may offload to the device or server; on a filesystem with reflinks it clones too), else
+/// plain reads and writes.
 ///
 /// Holes may be filled in (a sparse file can come out dense); huge sparse files belong to the
 /// in-place policy anyway. Offsets are always explicit, so neither descriptor's file position moves.

@@ -20,9 +20,14 @@ import SystemPackage
 /// created get their temp on the spot: its mode and ACL come from the creator's umask and the
 /// directory's default ACL as they are then.
 ///
+/// Whether a staged copy is a clone (a reflink, `FICLONE`) is also a fact of the filesystem:
+/// asked by the in-place policy only for files above its size threshold, probed once per
+/// filesystem with two empty temps (see `clonesCopies`), and remembered by device.
+///
 /// Sendable: the refusing devices are behind a lock that a count lets every save skip while
 /// no filesystem refused; the files made ahead behind another, held by a save of an existing
-/// file for a few map operations. Files are made and closed outside both, on the maker's queue.
+/// file for a few map operations; the probed filesystems behind a third. Files are made and
+/// closed outside all three, on the maker's queue or by the prober.
 public final class TempStaging: Sendable {
     /// False: every temp is named, as on a filesystem without unnamed files (`--named-temps`).
     public let triesUnnamed: Bool
@@ -34,6 +39,8 @@ public final class TempStaging: Sendable {
     private let refusals = Atomic<Int>(0)
     private let ready: Mutex<ReadyFiles>
     private let readyCount = Atomic<Int>(0)
+    /// Whether each probed filesystem (by device) clones: a leaf lock, held for one map operation.
+    private let cloning = Mutex<[UInt64: Bool]>([:])
     private let maker = DispatchQueue(label: "coordfs.temp-maker", qos: .utility)
 
     /// Unnamed files made ahead, by directory (the kernel's node id: never reused, so a
@@ -87,6 +94,36 @@ public final class TempStaging: Sendable {
         guard triesUnnamed else { return false }
         guard refusals.load(ordering: .relaxed) > 0 else { return true }
         return !refusing.withLock { $0.contains(device) }
+    }
+
+    /// Whether a staged copy of a file in `directory` is a clone: its filesystem shares extents
+    /// (XFS with reflinks, btrfs, bcachefs; NFS and SMB where the server clones). Probed at the
+    /// first question per filesystem by cloning an empty temp into another, which a filesystem
+    /// without reflinks refuses at once and one with them does in no time; both temps go at
+    /// once (unnamed where the filesystem allows, so nothing shows in the backing). A probe
+    /// that cannot make its temps (no space, no permission) answers no and is not remembered.
+    public func clonesCopies(in directory: Node) -> Bool {
+        let device = directory.identity.device
+        if let known = cloning.withLock({ $0[device] }) { return known }
+        guard let clones = Self.probeCloning(in: directory.directory, unnamed: mayStageUnnamed(on: device)) else { return false }
+        cloning.withLock { $0[device] = clones }
+        return clones
+    }
+
+    /// Clones one empty temp into another in `directory`: whether the filesystem did (any
+    /// error says no: `ContentCopy.cannotClone`'s, or one of a filesystem that fails clones
+    /// of empty files, whose copies then go by `copy_file_range`), or nil when the temps could
+    /// not be made.
+    static func probeCloning(in directory: Int32, unnamed: Bool) -> Bool? {
+        do throws(Errno) {
+            let source = try StagedFile.create(in: directory, mode: StagedFile.copyMode, unnamed: unnamed, beside: true)
+            defer { source.discard(in: directory) }
+            let destination = try StagedFile.create(in: directory, mode: StagedFile.copyMode, unnamed: unnamed, beside: true)
+            defer { destination.discard(in: directory) }
+            return (try? Syscall.cloneContents(of: source.descriptor.raw, into: destination.descriptor.raw)) != nil
+        } catch {
+            return nil
+        }
     }
 
     /// How many files made ahead are ready now (for tests).
