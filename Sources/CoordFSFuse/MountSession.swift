@@ -160,11 +160,13 @@ public final class MountSession {
     }
 
     /// Serves requests until the mount goes away or a signal arrives, then unmounts.
+    /// `stopping` runs as soon as the loop ends, before the unmount (a service manager hears it).
     /// Returns 0 on a clean end.
-    public func serve() -> Int32 {
+    public func serve(stopping: () -> Void = {}) -> Int32 {
         guard let session else { return 1 }
         let options = fileSystem.options
         let result = cfuse_session_loop_mt(session, options.cloneDevice ? 1 : 0, options.maxIdleThreads, options.maxThreads)
+        stopping()
         watcher?.stop()
         fileSystem.evictor?.stop()
         fileSystem.notifier?.drain()

@@ -18,10 +18,10 @@ enum Daemon {
         let childDescriptor: Int32 = 3
         setenv(readyVariable, "\(childDescriptor)", 1)
 
-        let arguments = CommandLine.arguments + ["--foreground"]
+        let arguments = Invocation.daemonArguments + [Array("--foreground".utf8)]
         let child: ChildProcess
         do {
-            child = try ChildProcess.spawn(arguments.map { Array($0.utf8) }, executable: "/proc/self/exe",
+            child = try ChildProcess.spawn(arguments, executable: "/proc/self/exe",
                                            descriptors: [(writeEnd, as: childDescriptor)])
         } catch {
             close(writeEnd)

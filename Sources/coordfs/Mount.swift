@@ -198,7 +198,18 @@ struct Mount: ParsableCommand {
             _ = "ready\n".withCString { write(readyDescriptor, $0, 6) }
             close(readyDescriptor)
         }
-        let status = session.serve()
+        // Under a service manager (systemd's Type=notify), which runs the foreground form.
+        let manager = readyDescriptor == nil ? ServiceNotifier.fromEnvironment() : nil
+        if let manager {
+            let fileSystem = session.fileSystem
+            let backing = paths.backing
+            manager.announceReady(mountpoint: paths.mountpoint) {
+                let claims = fileSystem.claims.snapshot()
+                let subscribers = fileSystem.events.statistics().subscribers
+                return "serving \(backing): \(claims.holders.count) claims held, \(claims.waiters.count) waiting, \(subscribers) subscribers"
+            }
+        }
+        let status = session.serve(stopping: { manager?.stopping() })
         server.stop()
         return ExitCode(status)
     }

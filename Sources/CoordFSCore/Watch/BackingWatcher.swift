@@ -63,7 +63,7 @@ public final class BackingWatcher: Sendable {
         let (body, markMade) = try prepare(root: root, kernel: makeKernel, ownChanges: ownChanges, control: control, report: report)
         let thread: pthread_t
         do {
-            thread = try spawn(body)
+            thread = try Threads.spawn(body)
         } catch {
             throw WatchFailure("cannot start the watch's thread: \(error)")
         }
@@ -171,22 +171,6 @@ public final class BackingWatcher: Sendable {
         default:
             return WatchFailure("\(method.rawValue): \(starting ? "cannot start" : "cannot watch the backing"): \(error)")
         }
-    }
-
-    /// Runs `body` on a new thread, joinable.
-    private static func spawn(_ body: @escaping @Sendable () -> Void) throws(Errno) -> pthread_t {
-        final class Box { let body: @Sendable () -> Void; init(_ body: @escaping @Sendable () -> Void) { self.body = body } }
-        let context = Unmanaged.passRetained(Box(body)).toOpaque()
-        var thread = pthread_t()
-        let result = pthread_create(&thread, nil, { context in
-            Unmanaged<Box>.fromOpaque(context!).takeRetainedValue().body()
-            return nil
-        }, context)
-        guard result == 0 else {
-            Unmanaged<Box>.fromOpaque(context).release()
-            throw Errno(rawValue: result)
-        }
-        return thread
     }
 }
 
