@@ -36,6 +36,14 @@ import Testing
         #expect(output.contains("daemon exited 0"), "\(output)")
     }
 
+    /// `Scripts/install` into a temporary prefix puts every piece in place, each usable (the
+    /// program, the mount helper, the units, manual pages, completions for three shells), and
+    /// `--uninstall` leaves the prefix empty.
+    @Test func installAndUninstall() throws {
+        let output = try Self.python("installAndUninstall")
+        #expect(output.contains("each usable") && output.contains("uninstalled: nothing left"), "\(output)")
+    }
+
     /// The shipped unit files pass `systemd-analyze verify` without a word, with the binary
     /// where the units say it is.
     @Test func unitFilesVerify() throws {
