@@ -154,12 +154,14 @@ public final class FileSystem: Sendable {
         committedView(node, try node.withDescriptor { (descriptor) throws(Errno) -> stat in try Syscall.statOfPathDescriptor(descriptor) })
     }
 
-    /// `status`, taken of the node's file just now, as readers of the committed version see it:
-    /// while its owner appends to it, no larger than the committed size. (The boundary is
-    /// asked after the stat: it is set before an append's first byte lands, so bytes the stat
-    /// counted are either committed or behind a boundary seen here.)
-    func committedView(_ node: Node, _ status: stat) -> stat {
-        guard activity.hasSaves, status.st_mode & S_IFMT == S_IFREG, let boundary = activity.save(of: node)?.appendBoundary,
+    /// `status`, taken of the node's file just now, as everyone but the appending save's own
+    /// handles (`viewer`) sees it: while its owner appends to the file, no larger than the
+    /// committed size. (The boundary is asked after the stat: it is set before an append's
+    /// first byte lands, so bytes the stat counted are either committed or behind a boundary
+    /// seen here.) A handle of an earlier save of the same owner, ended since, is everyone.
+    func committedView(_ node: Node, _ status: stat, viewer: Save? = nil) -> stat {
+        guard activity.hasSaves, status.st_mode & S_IFMT == S_IFREG, let save = activity.save(of: node), save !== viewer,
+              let boundary = save.appendBoundary,
               boundary.file == FileIdentity(status), Int64(status.st_size) > boundary.committedSize else { return status }
         var shown = status
         shown.st_size = off_t(boundary.committedSize)

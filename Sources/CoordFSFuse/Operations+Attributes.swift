@@ -65,7 +65,7 @@ extension FileSystem {
                 // The kernel asks on behalf of an open file (before it reads through the page
                 // cache): the size of the version that handle reads.
                 var status = try handle.readableStatus()
-                if handle.save == nil { status = committedView(node, status) }
+                status = committedView(node, status, viewer: handle.save)
                 fuse_reply_attr(request, &status, activity.needsFreshAttributes(node) ? 0 : options.attributeTimeout)
                 return
             }

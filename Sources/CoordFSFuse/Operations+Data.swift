@@ -13,7 +13,7 @@ extension FileSystem {
         let source = file.pointee.lock_owner == 0 ? pageCacheSource(for: handle) : handle.readable
         notifier?.notePages(of: handle.node.id) // whatever the handle, the reply may fill a page (see `KernelNotifier`)
         _ = withExtendedLifetime(source) {
-            let length = readsCommittedVersion(handle, source) ? committedLength(size, at: offset, in: source, of: handle.node) : size
+            let length = readsCommittedVersion(handle, source) ? committedLength(size, at: offset, in: source, of: handle) : size
             return cfuse_reply_data_from_fd(request, source.raw, length, offset, options.spliceReads ? 1 : 0)
         }
     }
@@ -53,20 +53,21 @@ extension FileSystem {
         return try body(handle.own!.raw)
     }
 
-    /// Whether reads through `handle` from `source` are a reader's of the committed version of
-    /// a file (not its owner's, nor pages of a mapped save, nor an in-place writer's).
+    /// Whether reads through `handle` from `source` may have to stop at a committed end: reads
+    /// of a file, but not the pages of a mapped save (see `pageCacheSource`).
     private func readsCommittedVersion(_ handle: OpenFile, _ source: SharedDescriptor) -> Bool {
-        handle.save == nil && !handle.isWriter && handle.node.isRegularFile && source !== activity.mappedSave(of: handle.node)?.current
+        handle.node.isRegularFile && source !== activity.mappedSave(of: handle.node)?.current
     }
 
-    /// How many of `size` bytes at `offset` of `source` a reader of the committed version may
-    /// read: while the file's owner appends to it, none past the committed end. The size is
+    /// How many of `size` bytes at `offset` of `source` a read through `handle` may return:
+    /// while the file's owner appends to it, none past the committed end unless `handle` is
+    /// one of that very save's. The size is
     /// taken before the boundary is asked (see `committedView`), so an append that begins
     /// meanwhile shows neither in the size nor in the read (which is why the fstat comes
     /// first, even when no save is pending at all: one may start right after).
-    private func committedLength(_ size: Int, at offset: off_t, in source: SharedDescriptor, of node: Node) -> Int {
+    private func committedLength(_ size: Int, at offset: off_t, in source: SharedDescriptor, of handle: OpenFile) -> Int {
         guard let status = try? Syscall.stat(source.raw) else { return size }
-        let end = Int64(committedView(node, status).st_size)
+        let end = Int64(committedView(handle.node, status, viewer: handle.save).st_size)
         return Int(max(0, min(Int64(size), end - Int64(offset))))
     }
 
@@ -102,7 +103,7 @@ extension FileSystem {
         do throws(Errno) {
             let from = input.readable
             let copied = try withExtendedLifetime(from) { () throws(Errno) -> Int in
-                let readable = readsCommittedVersion(input, from) ? committedLength(length, at: sourceOffset, in: from, of: input.node) : length
+                let readable = readsCommittedVersion(input, from) ? committedLength(length, at: sourceOffset, in: from, of: input) : length
                 return try changeContents(of: output, at: .from(destinationOffset)) { (descriptor) throws(Errno) -> Int in
                     try Syscall.copyRange(from: from.raw, at: sourceOffset, to: descriptor, at: destinationOffset,
                                           length: readable, flags: UInt32(bitPattern: flags))
