@@ -175,7 +175,6 @@ public final class MountSession {
         watcher?.stop()
         fileSystem.evictor?.stop()
         fileSystem.notifier?.drain()
-        fileSystem.appendJournal.removeIfIdle() // no trace at rest: not even the lingering journal
         fuse_session_unmount(session)
         fuse_remove_signal_handlers(session)
         logger.info("unmounted", metadata: ["mountpoint": "\(mountpoint)"])

@@ -12,7 +12,7 @@ import Testing
     static func appendingSave(_ fixture: SaveFixture, of name: FileName) throws -> (Node, Save, AppendJournal) {
         let node = try fixture.lookUp(name)
         let committed = try node.withDescriptor { (descriptor) throws(Errno) in try SaveFixture.reopen(descriptor, O_RDONLY) }
-        let journal = AppendJournal(root: fixture.table.root.directory, nodes: fixture.table, synchronizes: false, linger: 0)
+        let journal = AppendJournal(root: fixture.table.root.directory, nodes: fixture.table, synchronizes: false)
         let save = Save(node: node, owner: fixture.owner, committed: committed, directory: fixture.table.root, name: name,
                         staging: fixture.staging, journal: journal)
         return (node, save, journal)
@@ -55,7 +55,7 @@ import Testing
         #expect(FileIdentity(try fixture.scratch.status("log")) == before, "no rename: the same file")
         #expect(node.identity == before)
         #expect(try fixture.scratch.read("log") == Array("one\ntwo\nthree\n".utf8))
-        #expect(eventuallyTrue { (try? Self.journalNames(fixture).isEmpty) == true }, "no journal once no append is in flight")
+        #expect(try Self.journalNames(fixture).isEmpty, "no journal once no append is in flight")
         #expect(try fixture.scratch.names() == ["log"])
     }
 
@@ -74,7 +74,7 @@ import Testing
         #expect(save.appendBoundary == nil)
         #expect(try fixture.scratch.read("doc") == Array("abcdef".utf8), "the committed version is intact")
         #expect(try ScratchDirectory.readAll(save.current.raw) == Array("aXcdefGHI".utf8), "the owner's version has both")
-        #expect(eventuallyTrue { (try? Self.journalNames(fixture).isEmpty) == true })
+        #expect(try Self.journalNames(fixture).isEmpty)
         try Self.append(save, Array("J".utf8))
         let report = try #require(try fixture.commit(save))
         #expect(report.appendedFrom == nil)
@@ -109,7 +109,7 @@ import Testing
         save.discardIfFailed()
         #expect(try fixture.scratch.read("doc") == Array("abc".utf8))
         #expect(save.appendBoundary == nil)
-        #expect(eventuallyTrue { (try? Self.journalNames(fixture).isEmpty) == true })
+        #expect(try Self.journalNames(fixture).isEmpty)
     }
 
     /// The owner renames the file while appending: the commit follows it, and so does the record.
@@ -144,7 +144,7 @@ import Testing
         #expect(try fixture.scratch.read("doc") == Array("mine\nmore\n".utf8))
         let kept = try #require(report.conflict?.name)
         #expect(try fixture.scratch.read(String(decoding: kept.bytes, as: UTF8.self)) == Array("theirs\n".utf8))
-        #expect(eventuallyTrue { (try? Self.journalNames(fixture).isEmpty) == true })
+        #expect(try Self.journalNames(fixture).isEmpty)
     }
 
     // MARK: The journal
@@ -163,7 +163,7 @@ import Testing
 
     @Test func theJournalExistsOnlyWhileAppendsAreInFlight() throws {
         let scratch = try ScratchDirectory("journal")
-        let journal = AppendJournal(root: scratch.raw, nodes: nil, synchronizes: true, linger: 0.05)
+        let journal = AppendJournal(root: scratch.raw, nodes: nil, synchronizes: true)
         let rootTime = try scratch.status(".").st_mtim
         let first = try journal.begin(AppendRecord(file: FileIdentity(device: 1, inode: 2), committedSize: 3, path: MountPath("/a")!))
         let second = try journal.begin(AppendRecord(file: FileIdentity(device: 1, inode: 4), committedSize: 5, path: MountPath("/b")!))
@@ -175,7 +175,7 @@ import Testing
         let remaining = try AppendJournal.records(in: opened.raw)
         #expect(remaining.map(\.path.description) == ["/b"])
         try journal.end(second)
-        #expect(eventuallyTrue { (try? scratch.names().isEmpty) == true }, "removed after its linger")
+        #expect(try scratch.names().isEmpty, "removed with the last append")
         #expect(!journal.exists)
         let after = try scratch.status(".").st_mtim
         #expect(after.tv_sec == rootTime.tv_sec && after.tv_nsec == rootTime.tv_nsec, "the root keeps its time")
@@ -189,7 +189,7 @@ import Testing
         try scratch.write("other", Array("someone else's file".utf8))
         try scratch.write("short", Array("ab".utf8))
         let grown = FileIdentity(try scratch.status("grown"))
-        let journal = AppendJournal(root: scratch.raw, nodes: nil, synchronizes: false, linger: 3600)
+        let journal = AppendJournal(root: scratch.raw, nodes: nil, synchronizes: false)
         _ = try journal.begin(AppendRecord(file: grown, committedSize: 9, path: MountPath("/grown")!))
         _ = try journal.begin(AppendRecord(file: FileIdentity(device: 1, inode: 1), committedSize: 4, path: MountPath("/other")!))
         _ = try journal.begin(AppendRecord(file: FileIdentity(try scratch.status("short")), committedSize: 5, path: MountPath("/short")!))
@@ -210,12 +210,4 @@ import Testing
         #expect(try scratch.read("short") == Array("ab".utf8))
         #expect(try scratch.names() == ["grown", "other", "short"], "the crashed run's journal is gone")
     }
-}
-
-private func eventuallyTrue(_ condition: () -> Bool) -> Bool {
-    for _ in 0..<200 {
-        if condition() { return true }
-        usleep(10_000)
-    }
-    return false
 }

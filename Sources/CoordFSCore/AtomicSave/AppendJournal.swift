@@ -1,4 +1,3 @@
-import Dispatch
 import Glibc
 import Synchronization
 import SystemPackage
@@ -49,11 +48,11 @@ public struct RolledBackAppend: Sendable, Equatable, CustomStringConvertible {
 /// there is nothing beside the file to sweep: this small file in the backing root is how
 /// recovery tells an unfinished append. It holds fixed-size slots, one per append in flight,
 /// each written with one `pwrite` (a whole record or none: the page cache outlives the
-/// daemon) and cleared by zeroing its magic. It exists only while appends are in flight, and
-/// lingers for `linger` after the last one so a run of appends (a log, a script's `>>` in a
-/// loop) creates and removes it once, not per append. Its name is per mount and the mount
-/// holds an flock on it, so a second mount of the same backing never rolls back the first's
-/// live appends. The mount hides the name (`StagingName.isReserved`).
+/// daemon) and cleared by zeroing its magic. It exists only while appends are in flight: the
+/// backing at rest holds what the mount shows (appends at once after one another, from
+/// different files, share it). Its name is per mount and the mount holds an flock on it, so a
+/// second mount of the same backing never rolls back the first's live appends. The mount
+/// hides the name (`StagingName.isReserved`).
 ///
 /// Sendable: all state is behind one lock.
 public final class AppendJournal: Sendable {
@@ -70,28 +69,25 @@ public final class AppendJournal: Sendable {
     /// fsync the journal before an append's first byte (durability `file` and `full`), so a
     /// power loss, too, leaves the committed prefix.
     let synchronizes: Bool
-    let linger: Double
 
     private struct State: ~Copyable {
         var file: OwnedDescriptor?
         var name: FileName?
         var used: [Bool] = []
         var inUse = 0
-        /// Grows with every append begun: a removal planned before a newer append stands down.
-        var generation: UInt64 = 0
     }
 
-    /// Guards the journal file and its slots. Lock order 3 (Docs/LOCKING.md): taken under a
-    /// save's lock; takes no other; held across the journal's own pwrite (and, once per run
-    /// of appends, its create or unlink).
+    /// Guards the journal file's descriptor and which slots are taken. A leaf (Docs/LOCKING.md):
+    /// taken under a save's lock, takes no other. A slot's record is written outside it (each
+    /// append writes only its own slot, and the file stays while any slot is taken); only the
+    /// journal's create and unlink (when the first append begins and the last ends) happen
+    /// under it.
     private let state = Mutex(State())
-    private let remover = DispatchQueue(label: "coordfs.append-journal")
 
-    public init(root: Int32, nodes: NodeTable?, synchronizes: Bool, linger: Double = 0.5) {
+    public init(root: Int32, nodes: NodeTable?, synchronizes: Bool) {
         self.root = root
         self.nodes = nodes
         self.synchronizes = synchronizes
-        self.linger = linger
     }
 
     /// One append's slot, to clear at its commit or rollback.
@@ -108,56 +104,53 @@ public final class AppendJournal: Sendable {
     /// Records an append; durable against a crash of the daemon when this returns.
     public func begin(_ record: AppendRecord) throws(Errno) -> Slot {
         let bytes = try Self.encode(record)
-        return try state.withLock { (state) throws(Errno) -> Slot in
+        let (slot, file) = try state.withLock { (state) throws(Errno) -> (Slot, Int32) in
             if state.file == nil { try create(&state) }
+            guard let raw = state.file?.raw else { throw .badFileDescriptor }
             let index = state.used.firstIndex(of: false) ?? state.used.count
-            try write(bytes, slot: index, &state)
             if index == state.used.count { state.used.append(true) } else { state.used[index] = true }
             state.inUse += 1
-            state.generation += 1
-            return Slot(index: index)
+            return (Slot(index: index), raw)
         }
+        do throws(Errno) {
+            try write(bytes, slot: slot.index, to: file)
+        } catch {
+            release(slot)
+            throw error
+        }
+        return slot
     }
 
     /// The file of an append moved (its owner renamed it): the record follows it.
     public func move(_ slot: Slot, file: FileIdentity, committedSize: Int64, directory: Node, name: FileName) {
         guard let path = nodes?.path(of: directory)?.appending(name),
-              let bytes = try? Self.encode(AppendRecord(file: file, committedSize: committedSize, path: path)) else { return }
-        state.withLock { state in _ = try? write(bytes, slot: slot.index, &state) }
+              let bytes = try? Self.encode(AppendRecord(file: file, committedSize: committedSize, path: path)),
+              let descriptor = state.withLock({ $0.file?.raw }) else { return }
+        try? write(bytes, slot: slot.index, to: descriptor)
     }
 
     /// The append committed or was rolled back: its record goes. Throws when the record could
     /// not be cleared (a crash would then roll a committed append back: the caller must not
     /// report the append committed).
     public func end(_ slot: Slot) throws(Errno) {
-        try state.withLock { (state) throws(Errno) in
-            guard slot.index < state.used.count, state.used[slot.index] else { return }
-            try write([0, 0, 0, 0], slot: slot.index, &state)
-            state.used[slot.index] = false
-            state.inUse -= 1
-            guard state.inUse == 0 else { return }
-            let generation = state.generation
-            remover.asyncAfter(deadline: .now() + linger) { [self] in removeIfIdle(since: generation) }
-        }
+        guard let descriptor = state.withLock({ $0.file?.raw }) else { return }
+        // Cleared while the slot is still this append's: a new append may take it only after.
+        try write([0, 0, 0, 0], slot: slot.index, to: descriptor)
+        release(slot)
     }
 
-    /// Removes the journal now when no append is in flight (at unmount).
-    public func removeIfIdle() {
+    /// Gives a slot back; the journal goes with the last one.
+    private func release(_ slot: Slot) {
         state.withLock { state in
-            guard state.inUse == 0 else { return }
-            remove(&state)
+            guard slot.index < state.used.count, state.used[slot.index] else { return }
+            state.used[slot.index] = false
+            state.inUse -= 1
+            if state.inUse == 0 { remove(&state) }
         }
     }
 
     /// Whether the journal file exists now (for tests).
     var exists: Bool { state.withLock { $0.file != nil } }
-
-    private func removeIfIdle(since generation: UInt64) {
-        state.withLock { state in
-            guard state.inUse == 0, state.generation == generation else { return }
-            remove(&state)
-        }
-    }
 
     private func create(_ state: inout State) throws(Errno) {
         let root = self.root
@@ -186,8 +179,8 @@ public final class AppendJournal: Sendable {
         state.used = []
     }
 
-    private func write(_ bytes: [UInt8], slot: Int, _ state: inout State) throws(Errno) {
-        guard let raw = state.file?.raw else { throw .badFileDescriptor }
+    /// Writes one slot (its owner's alone; the descriptor stays open while the slot is taken).
+    private func write(_ bytes: [UInt8], slot: Int, to raw: Int32) throws(Errno) {
         let written = try bytes.withUnsafeBytes { buffer in
             Result { () throws(Errno) -> Int in try Syscall.write(raw, from: buffer, at: off_t(slot * Self.slotSize)) }
         }.get()
