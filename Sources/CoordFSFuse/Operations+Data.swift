@@ -46,6 +46,9 @@ extension FileSystem {
     private func changeContents<R>(of handle: OpenFile, at range: ChangeRange = .anywhere,
                                    _ body: (Int32) throws(Errno) -> R) throws(Errno) -> R {
         if let save = handle.save {
+            // A change that may be an append writes the file itself, which a watch of the backing
+            // sees (one that names no process must take it for the mount's own).
+            if ownChanges.isEnabled, !range.isAnywhere { ownChanges.note(nodes.path(of: handle.node)) }
             return try save.change(at: range, reopen: reopen(descriptor:flags:), body)
         }
         handle.wroteInPlace.store(true, ordering: .relaxed)

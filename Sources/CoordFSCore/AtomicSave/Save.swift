@@ -56,14 +56,16 @@ public struct AppendBoundary: Sendable, Equatable {
 ///
 /// Until the first change it reads the committed file; the first change stages a temp (see
 /// `StagedFile`: unnamed where the backing allows; a copy, or empty for O_TRUNC), and every
-/// later change goes there. Except appends: while every change lands at or past the committed
-/// end (O_APPEND, writes at EOF), they go to the committed file itself, beyond the size
+/// later change goes there. A commit puts the temp in place of the file; a change after a
+/// commit stages again. A commit that finds the file changed behind the mount since the
+/// staging first keeps that version beside it (see `SaveBaseline` and `ConflictName`).
+///
+/// Appends are the exception: while every change lands at or past the committed end
+/// (O_APPEND, writes at EOF), the changes go to the committed file itself, beyond the size
 /// everyone else keeps seeing (`appendBoundary`), and the commit only publishes the new size;
 /// the journal records the append so that the next mount cuts it back after a crash. Any
 /// other change first stages a copy of what the owner sees (committed prefix and appended
-/// bytes) and puts the file back to its committed size: a normal save from then on. A commit puts the temp in place of the file; a change after a
-/// commit stages again. A commit that finds the file changed behind the mount since the
-/// staging first keeps that version beside it (see `SaveBaseline` and `ConflictName`).
+/// bytes) and puts the file back to its committed size: a normal save from then on.
 ///
 /// Sendable: `node`, `owner`, `staging` and `journal` never change; everything else is in
 /// `state` and `boundary`.
@@ -115,8 +117,8 @@ public final class Save: Sendable {
     }
 
     /// `appendBoundary`, apart from `state` because readers of the committed version ask for
-    /// it on every read and stat, and must not wait for the owner's writes. Lock order 4
-    /// (Docs/LOCKING.md): a leaf, held only to copy the value.
+    /// it on every read and stat, and must not wait for the owner's writes. A leaf
+    /// (Docs/LOCKING.md), held only to copy the value.
     private let boundary = Mutex<AppendBoundary?>(nil)
 
     /// The committed end of the file while its owner appends to it; nil otherwise. Set before
@@ -560,7 +562,7 @@ public final class Save: Sendable {
 }
 
 extension ChangeRange {
-    var isAnywhere: Bool {
+    public var isAnywhere: Bool {
         if case .anywhere = self { return true }
         return false
     }
