@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <unistd.h>
 #include <sys/xattr.h>
+#include <sys/file.h>
 #include <linux/falloc.h>
 #include <sys/stat.h>
 #include <sys/ioctl.h>
@@ -156,6 +157,10 @@ ssize_t csys_flistxattr(int fd, char *list, size_t size) {
 
 int csys_fremovexattr(int fd, const char *name) {
     return fremovexattr(fd, name);
+}
+
+int csys_lock_exclusively_if_free(int fd) {
+    return flock(fd, LOCK_EX | LOCK_NB);
 }
 
 int csys_ficlone(int dest_fd, int src_fd) {

@@ -28,6 +28,8 @@ public final class FileSystem: Sendable {
     let masksCreatedModes = Atomic<Bool>(false)
     /// Makes the temps of saves: unnamed where the backing allows, else named.
     let staging: TempStaging
+    /// Records appends in flight, for the next mount's recovery after a crash.
+    let appendJournal: AppendJournal
     /// Set once by the session before the mount serves its first request, never changed after.
     nonisolated(unsafe) var evictor: NodeEvictor?
     nonisolated(unsafe) var notifier: KernelNotifier?
@@ -64,6 +66,8 @@ public final class FileSystem: Sendable {
         self.processDescriptors = try Syscall.openAt(AT_FDCWD, "/proc/self/fd", Linux.O_PATH | O_DIRECTORY)
         self.options = options
         self.staging = TempStaging(unnamed: !options.namedTemps)
+        self.appendJournal = AppendJournal(root: nodes.root.directory, nodes: nodes,
+                                           synchronizes: commitDurability.forCommit(replacingExistingFile: false).syncsFile)
         self.logger = logger
         self.canChangeOwners = geteuid() == 0
         let processes = ProcessFacts()
@@ -132,7 +136,7 @@ public final class FileSystem: Sendable {
         var entry = fuse_entry_param()
         entry.ino = fuse_ino_t(node.id)
         entry.generation = 0
-        entry.attr = attributesForKernel(node, status)
+        entry.attr = attributesForKernel(node, committedView(node, status))
         entry.attr_timeout = activity.needsFreshAttributes(node) ? 0 : options.attributeTimeout
         entry.entry_timeout = options.entryTimeout
         return entry
@@ -145,8 +149,23 @@ public final class FileSystem: Sendable {
         return entry
     }
 
+    /// The node's attributes as everyone but an appending owner sees them (see `committedView`).
     func attributes(of node: Node) throws(Errno) -> stat {
-        try node.withDescriptor { (descriptor) throws(Errno) -> stat in try Syscall.statOfPathDescriptor(descriptor) }
+        committedView(node, try node.withDescriptor { (descriptor) throws(Errno) -> stat in try Syscall.statOfPathDescriptor(descriptor) })
+    }
+
+    /// `status`, taken of the node's file just now, as everyone but the appending save's own
+    /// handles (`viewer`) sees it: while its owner appends to the file, no larger than the
+    /// committed size. (The boundary is asked after the stat: it is set before an append's
+    /// first byte lands, so bytes the stat counted are either committed or behind a boundary
+    /// seen here.) A handle of an earlier save of the same owner, ended since, is everyone.
+    func committedView(_ node: Node, _ status: stat, viewer: Save? = nil) -> stat {
+        guard activity.hasSaves, status.st_mode & S_IFMT == S_IFREG, let save = activity.save(of: node), save !== viewer,
+              let boundary = save.appendBoundary,
+              boundary.file == FileIdentity(status), Int64(status.st_size) > boundary.committedSize else { return status }
+        var shown = status
+        shown.st_size = off_t(boundary.committedSize)
+        return shown
     }
 
     // MARK: Reopening nodes

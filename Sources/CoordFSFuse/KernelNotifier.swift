@@ -53,6 +53,15 @@ final class KernelNotifier: Sendable {
         }
     }
 
+    /// Drops the node's cached attributes and its pages from `offset` on (the end an append
+    /// grew: a reader may have been shown zeros past the committed end there).
+    func invalidateContents(of id: UInt64, from offset: Int64) {
+        queue.async { [self] in
+            pagedNodes.withLock { _ = $0.remove(id) }
+            _ = fuse_lowlevel_notify_inval_inode(session.raw, fuse_ino_t(id), off_t(offset), 0)
+        }
+    }
+
     /// Drops the node's cached attributes only (a change of mode, owner, times or links).
     func invalidateAttributes(of id: UInt64) {
         queue.async { [session] in

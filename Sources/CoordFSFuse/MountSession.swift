@@ -105,6 +105,13 @@ public final class MountSession {
     /// the files they were saving; committed files are untouched.
     private static func recoverLeftovers(_ fileSystem: FileSystem, logger: Logger) {
         do throws(Errno) {
+            for append in try AppendJournal.rollBack(backingRoot: fileSystem.nodes.root.directory) {
+                logger.warning("recovered an unfinished append from an earlier run", metadata: ["file": "\(append)"])
+            }
+        } catch {
+            logger.error("could not roll back unfinished appends", metadata: ["error": "\(error)"])
+        }
+        do throws(Errno) {
             for file in try Recovery.sweep(backingRoot: fileSystem.nodes.root.directory) {
                 logger.warning("recovered an unfinished save from an earlier run", metadata: ["file": "\(file)"])
             }

@@ -65,6 +65,7 @@ extension FileSystem {
                 // The kernel asks on behalf of an open file (before it reads through the page
                 // cache): the size of the version that handle reads.
                 var status = try handle.readableStatus()
+                status = committedView(node, status, viewer: handle.save)
                 fuse_reply_attr(request, &status, activity.needsFreshAttributes(node) ? 0 : options.attributeTimeout)
                 return
             }

@@ -42,7 +42,11 @@ extension FileSystem {
         // the replaced version, there is nothing to drop: readers of the new version may use
         // the page cache at once. (Attributes need no invalidation either: every change of a
         // save makes the kernel's copy stale, and nothing replied during a save is cached.)
-        if let notifier, notifier.mayHoldPages(of: node.id) || activity.hasCachedReaders(node) {
+        if let appendedFrom = report.appendedFrom {
+            // The same file, grown: readers of it read on, and only the pages from the old end
+            // on may hold what they were shown of the end then.
+            if let notifier, notifier.mayHoldPages(of: node.id) { notifier.invalidateContents(of: node.id, from: appendedFrom) }
+        } else if let notifier, notifier.mayHoldPages(of: node.id) || activity.hasCachedReaders(node) {
             activity.noteCommit(of: node)
             notifier.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) }
         }

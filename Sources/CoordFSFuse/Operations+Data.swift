@@ -13,7 +13,8 @@ extension FileSystem {
         let source = file.pointee.lock_owner == 0 ? pageCacheSource(for: handle) : handle.readable
         notifier?.notePages(of: handle.node.id) // whatever the handle, the reply may fill a page (see `KernelNotifier`)
         _ = withExtendedLifetime(source) {
-            cfuse_reply_data_from_fd(request, source.raw, size, offset, options.spliceReads ? 1 : 0)
+            let length = readsCommittedVersion(handle, source) ? committedLength(size, at: offset, in: source, of: handle) : size
+            return cfuse_reply_data_from_fd(request, source.raw, length, offset, options.spliceReads ? 1 : 0)
         }
     }
 
@@ -24,7 +25,7 @@ extension FileSystem {
             let dropsSetID = handle.save != nil && canChangeOwners && fuse_req_ctx(request)!.pointee.uid != 0
             // Pages written back from a shared mapping go where they belong, as on a disk.
             let appends = handle.appends && cfuse_fi_writepage(file) == 0
-            let written = try changeContents(of: handle) { (descriptor) throws(Errno) -> Int in
+            let written = try changeContents(of: handle, at: appends ? .atEnd : .from(offset)) { (descriptor) throws(Errno) -> Int in
                 // Direct writes leave clearing set-id bits to the filesystem, as the kernel does
                 // for writers without CAP_FSETID; the temp carries the cleared mode to the commit.
                 if dropsSetID { try clearSetIDBits(descriptor) }
@@ -42,13 +43,35 @@ extension FileSystem {
 
     /// Runs a change of a handle's contents: through its save (staging it first), or on its own
     /// descriptor for in-place files.
-    private func changeContents<R>(of handle: OpenFile, _ body: (Int32) throws(Errno) -> R) throws(Errno) -> R {
+    private func changeContents<R>(of handle: OpenFile, at range: ChangeRange = .anywhere,
+                                   _ body: (Int32) throws(Errno) -> R) throws(Errno) -> R {
         if let save = handle.save {
-            return try save.change(reopen: reopen(descriptor:flags:), body)
+            // A change that may be an append writes the file itself, which a watch of the backing
+            // sees (one that names no process must take it for the mount's own).
+            if ownChanges.isEnabled, !range.isAnywhere { ownChanges.note(nodes.path(of: handle.node)) }
+            return try save.change(at: range, reopen: reopen(descriptor:flags:), body)
         }
         handle.wroteInPlace.store(true, ordering: .relaxed)
         if ownChanges.isEnabled { ownChanges.note(nodes.path(of: handle.node)) }
         return try body(handle.own!.raw)
+    }
+
+    /// Whether reads through `handle` from `source` may have to stop at a committed end: reads
+    /// of a file, but not the pages of a mapped save (see `pageCacheSource`).
+    private func readsCommittedVersion(_ handle: OpenFile, _ source: SharedDescriptor) -> Bool {
+        handle.node.isRegularFile && source !== activity.mappedSave(of: handle.node)?.current
+    }
+
+    /// How many of `size` bytes at `offset` of `source` a read through `handle` may return:
+    /// while the file's owner appends to it, none past the committed end unless `handle` is
+    /// one of that very save's. The size is
+    /// taken before the boundary is asked (see `committedView`), so an append that begins
+    /// meanwhile shows neither in the size nor in the read (which is why the fstat comes
+    /// first, even when no save is pending at all: one may start right after).
+    private func committedLength(_ size: Int, at offset: off_t, in source: SharedDescriptor, of handle: OpenFile) -> Int {
+        guard let status = try? Syscall.stat(source.raw) else { return size }
+        let end = Int64(committedView(handle.node, status, viewer: handle.save).st_size)
+        return Int(max(0, min(Int64(size), end - Int64(offset))))
     }
 
     func fsync(_ request: fuse_req_t, _ dataOnly: Bool, _ file: UnsafeMutablePointer<fuse_file_info>) {
@@ -83,9 +106,10 @@ extension FileSystem {
         do throws(Errno) {
             let from = input.readable
             let copied = try withExtendedLifetime(from) { () throws(Errno) -> Int in
-                try changeContents(of: output) { (descriptor) throws(Errno) -> Int in
+                let readable = readsCommittedVersion(input, from) ? committedLength(length, at: sourceOffset, in: from, of: input) : length
+                return try changeContents(of: output, at: .from(destinationOffset)) { (descriptor) throws(Errno) -> Int in
                     try Syscall.copyRange(from: from.raw, at: sourceOffset, to: descriptor, at: destinationOffset,
-                                          length: length, flags: UInt32(bitPattern: flags))
+                                          length: readable, flags: UInt32(bitPattern: flags))
                 }
             }
             fuse_reply_write(request, copied)

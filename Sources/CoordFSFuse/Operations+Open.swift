@@ -123,7 +123,7 @@ extension FileSystem {
         if let existing = activity.joinSave(of: node) { return existing }
         guard let (directory, name) = nodes.location(of: node) else { throw .noSuchFileOrDirectory }
         let candidate = Save(node: node, owner: owner, committed: try reopen(node, flags: O_RDONLY), directory: directory, name: name,
-                             staging: staging)
+                             staging: staging, journal: appendJournal)
         return activity.installSave(candidate)
     }
 

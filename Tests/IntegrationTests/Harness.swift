@@ -121,6 +121,8 @@ final class Scratch {
     /// Everything the daemon wrote to standard error, read as it comes (a full pipe would
     /// block the daemon's logging), complete once `daemonErrorsDone` is signalled.
     private let daemonErrorText = ErrorCollector()
+    /// What the last daemon wrote to standard error, once it exited (`unmount`, `expectDaemonExit`).
+    private(set) var lastDaemonLog = ""
 
     init() throws {
         // Scripts/test names its run, so that its check for mounts left behind sees only its own.
@@ -180,6 +182,7 @@ final class Scratch {
         }
         process.waitUntilExit()
         let errorText = daemonErrorText.finished()
+        lastDaemonLog = errorText
         #expect(process.terminationStatus == 0, "the daemon exited with \(process.terminationStatus): \(errorText)", sourceLocation: sourceLocation)
     }
 
@@ -194,6 +197,7 @@ final class Scratch {
             process.terminate()
         }
         process.waitUntilExit()
+        lastDaemonLog = daemonErrorText.finished()
         #expect(process.terminationStatus == status, "daemon exit status", sourceLocation: sourceLocation)
     }
 

@@ -43,6 +43,9 @@ int csys_fsetxattr(int fd, const char *name, const void *value, size_t size, int
 ssize_t csys_flistxattr(int fd, char *list, size_t size);
 int csys_fremovexattr(int fd, const char *name);
 
+/// flock(2) with LOCK_EX | LOCK_NB (Swift sees `flock` as the struct of fcntl's locks).
+int csys_lock_exclusively_if_free(int fd);
+
 /// Makes `dest_fd` share `src_fd`'s extents (ioctl FICLONE, a reflink); 0 or -1 with errno.
 /// A wrapper because ioctl is variadic, which Swift cannot call.
 int csys_ficlone(int dest_fd, int src_fd);

@@ -28,6 +28,26 @@ public struct CommitReport: Sendable {
     /// Where the version the commit found changed behind the mount was kept, when it found one
     /// (see `SaveBaseline`); the commit's own version is the file all the same.
     public var conflict: ConflictCopy? = nil
+    /// For an append committed in place: the size others saw until now. The kernel's pages
+    /// from there on may hold what a reader was shown of the end then (zeros past it).
+    public var appendedFrom: Int64? = nil
+}
+
+/// Where a change of a save's contents lands, so that appends can skip the staged copy.
+public enum ChangeRange: Sendable {
+    /// Anywhere, or more than bytes (a truncate, an allocation): never an append.
+    case anywhere
+    /// Bytes from an offset on (a write, a copy into the file, a mapping's writeback).
+    case from(off_t)
+    /// Bytes at the end of the owner's version (an O_APPEND write).
+    case atEnd
+}
+
+/// The committed end of a file while its owner appends to it: everyone else reads and sees
+/// the file only up to `committedSize` until the commit.
+public struct AppendBoundary: Sendable, Equatable {
+    public let file: FileIdentity
+    public let committedSize: Int64
 }
 
 /// The pending atomic save of one file by one owner: every handle that owner opens for
@@ -40,12 +60,32 @@ public struct CommitReport: Sendable {
 /// commit stages again. A commit that finds the file changed behind the mount since the
 /// staging first keeps that version beside it (see `SaveBaseline` and `ConflictName`).
 ///
-/// Sendable: `node`, `owner` and `staging` never change; everything else is in `state`.
+/// Appends are the exception: while every change lands at or past the committed end
+/// (O_APPEND, writes at EOF), the changes go to the committed file itself, beyond the size
+/// everyone else keeps seeing (`appendBoundary`), and the commit only publishes the new size;
+/// the journal records the append so that the next mount cuts it back after a crash. Any
+/// other change first stages a copy of what the owner sees (committed prefix and appended
+/// bytes) and puts the file back to its committed size: a normal save from then on.
+///
+/// Sendable: `node`, `owner`, `staging` and `journal` never change; everything else is in
+/// `state` and `boundary`.
 public final class Save: Sendable {
     public let node: Node
     public let owner: ClaimOwner
     /// Makes the temps (unnamed where the filesystem allows).
     let staging: TempStaging
+    /// Records appends in flight; nil: every change stages (no append path).
+    let journal: AppendJournal?
+
+    /// An append in progress: every change so far landed at or past `committedSize` and went
+    /// to the committed file itself.
+    private struct Appending {
+        let file: FileIdentity
+        let committedSize: off_t
+        let slot: AppendJournal.Slot
+        /// The committed file, opened for writing (what `current` is until a fallback).
+        let writable: SharedDescriptor
+    }
 
     private struct State: ~Copyable {
         /// What the owner reads and writes: the committed file until the first change, then the temp.
@@ -68,9 +108,23 @@ public final class Save: Sendable {
         var nameRemovedThroughMount = false
         /// Handles open for writing; the save ends with the last one.
         var writers = 0
-        /// Whether `current` was opened for writing (the temp is; the committed file is not).
+        /// Whether `current` was opened for writing (the temp is; the committed file is not,
+        /// but while appending to it).
         var currentIsWritable = false
+        /// Set while appending (then `current` is the committed file, opened for writing, and
+        /// `staged` nil).
+        var appending: Appending?
     }
+
+    /// `appendBoundary`, apart from `state` because readers of the committed version ask for
+    /// it on every read and stat, and must not wait for the owner's writes. A leaf
+    /// (Docs/LOCKING.md), held only to copy the value.
+    private let boundary = Mutex<AppendBoundary?>(nil)
+
+    /// The committed end of the file while its owner appends to it; nil otherwise. Set before
+    /// the first appended byte lands and cleared after the commit, so a reader that stats or
+    /// reads the file first and asks this after never shows appended bytes.
+    public var appendBoundary: AppendBoundary? { boundary.withLock { $0 } }
 
     /// Guards the staged temp, the current descriptor, the target and the counters. Changes
     /// hold it while they run, so one owner's writes never race a commit or a restage. Lock
@@ -79,10 +133,12 @@ public final class Save: Sendable {
     private let state: Mutex<State>
 
     /// A save of an existing file, reading `committed` until its first change.
-    public init(node: Node, owner: ClaimOwner, committed: consuming OwnedDescriptor, directory: Node, name: FileName, staging: TempStaging) {
+    public init(node: Node, owner: ClaimOwner, committed: consuming OwnedDescriptor, directory: Node, name: FileName, staging: TempStaging,
+                journal: AppendJournal? = nil) {
         self.node = node
         self.owner = owner
         self.staging = staging
+        self.journal = journal
         self.state = Mutex(State(current: SharedDescriptor(committed), staged: nil, directory: directory, name: name, exists: true))
     }
 
@@ -93,6 +149,7 @@ public final class Save: Sendable {
         self.node = node
         self.owner = owner
         self.staging = staging
+        self.journal = nil
         var initial = State(current: SharedDescriptor(current), staged: staged, directory: directory, name: name, exists: false)
         initial.currentIsWritable = true
         self.state = Mutex(initial)
@@ -139,16 +196,21 @@ public final class Save: Sendable {
         state.withLock { ($0.directory, $0.name, $0.exists) }
     }
 
-    public var hasUncommittedChanges: Bool { state.withLock { $0.staged != nil } }
+    public var hasUncommittedChanges: Bool { state.withLock { $0.staged != nil || $0.appending != nil } }
+
+    /// Whether the owner's changes so far are an append to the committed file (for tests).
+    public var isAppending: Bool { state.withLock { $0.appending != nil } }
 
     /// A failed save will not commit: new opens, even the owner's, see the committed version.
     public var hasFailed: Bool { state.withLock { $0.failure != nil } }
 
-    /// Runs a change (write, fallocate, copy, metadata) against the temp, staging it first.
-    /// A failure of the change itself marks the save failed: it will not commit.
-    public func change<R>(reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
+    /// Runs a change (write, fallocate, copy, metadata) against the temp, staging it first; a
+    /// change `range` says lands at or past the committed end goes to the file itself instead,
+    /// as an append (see the type's notes). A failure of the change itself marks the save
+    /// failed: it will not commit.
+    public func change<R>(at range: ChangeRange = .anywhere, reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
                    _ body: (Int32) throws(Errno) -> R) throws(Errno) -> R {
-        try change(truncating: false, reopen: reopen) { (descriptor, _) throws(Errno) -> R in try body(descriptor) }
+        try change(truncating: false, range: range, reopen: reopen) { (descriptor, _) throws(Errno) -> R in try body(descriptor) }
     }
 
     /// Truncates the owner's version to `length` (a setattr, or O_TRUNC at open), then runs
@@ -156,7 +218,7 @@ public final class Save: Sendable {
     /// set by the staging: truncating it again would cost three system calls and show nothing.
     public func truncate(to length: off_t, reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
                   then: (Int32) throws(Errno) -> Void = { _ throws(Errno) in }) throws(Errno) {
-        try change(truncating: length == 0, reopen: reopen) { (descriptor, stagedEmpty) throws(Errno) in
+        try change(truncating: length == 0, range: .anywhere, reopen: reopen) { (descriptor, stagedEmpty) throws(Errno) in
             if !stagedEmpty { try StagedFile.truncate(descriptor, to: length, reopen: reopen) }
             try then(descriptor)
         }
@@ -164,7 +226,7 @@ public final class Save: Sendable {
 
     /// `change`, where `truncating` stages an empty temp instead of a copy when nothing is staged
     /// yet, and `body` learns whether this call did so.
-    private func change<R>(truncating: Bool, reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
+    private func change<R>(truncating: Bool, range: ChangeRange, reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
                            _ body: (Int32, _ stagedEmpty: Bool) throws(Errno) -> R) throws(Errno) -> R {
         try state.withLock { (state) throws(Errno) -> R in
             if let failure = state.failure { throw failure }
@@ -177,7 +239,17 @@ public final class Save: Sendable {
                 return try body(state.current.raw, false)
             }
             var stagedEmpty = false
+            if state.staged == nil && appends(range, &state, reopen: reopen) {
+                do throws(Errno) {
+                    return try body(state.current.raw, false)
+                } catch {
+                    state.failure = error
+                    throw error
+                }
+            }
             if state.staged == nil {
+                // While appending, `current` holds the committed prefix and the appended bytes: the
+                // copy takes both.
                 let staged = try staging.stage(in: state.directory, replacing: state.current.raw, copyContents: !truncating,
                                                owner: nil, mode: 0)
                 // A duplicate, not a reopen through /proc: cheaper, and one open file, so the
@@ -187,6 +259,7 @@ public final class Save: Sendable {
                 state.currentIsWritable = true
                 state.staged = consume staged
                 stagedEmpty = truncating
+                if let appending = state.appending { try endAppendByStaging(appending, &state) }
             }
             do throws(Errno) {
                 return try body(state.current.raw, stagedEmpty)
@@ -195,6 +268,95 @@ public final class Save: Sendable {
                 throw error
             }
         }
+    }
+
+    /// Whether a change in `range` goes to the committed file as an append: nothing is staged,
+    /// the file exists under its name, and the change lands at or past the committed end. The
+    /// first such change starts the append: records it in the journal, reopens the file for
+    /// writing and sets the boundary, before any byte lands. Whatever stops that (no journal,
+    /// a file the daemon may not reopen, a path too long to record) leaves staging to do.
+    private func appends(_ range: ChangeRange, _ state: inout State, reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor) -> Bool {
+        if let appending = state.appending {
+            switch range {
+            case .anywhere: return false
+            case .atEnd: return true
+            case .from(let offset): return offset >= appending.committedSize
+            }
+        }
+        guard let journal, state.exists, !state.nameRemovedThroughMount, !range.isAnywhere,
+              let status = try? Syscall.stat(state.current.raw), status.st_mode & S_IFMT == S_IFREG else { return false }
+        if case .from(let offset) = range, offset < status.st_size { return false }
+        let file = FileIdentity(status)
+        do throws(Errno) {
+            let writable = try reopen(state.current.raw, O_RDWR)
+            let slot = try journal.begin(file: file, committedSize: Int64(status.st_size), directory: state.directory, name: state.name)
+            let shared = SharedDescriptor(writable)
+            state.current = shared
+            state.currentIsWritable = true
+            state.appending = Appending(file: file, committedSize: status.st_size, slot: slot, writable: shared)
+            boundary.withLock { $0 = AppendBoundary(file: file, committedSize: Int64(status.st_size)) }
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// An append turned into a staged save (a change inside the committed range, a truncate,
+    /// or a commit that found the name no longer naming the file): the temp just staged from
+    /// the appended file holds what the owner sees; the file goes back to its committed size, so
+    /// the commit replaces an intact committed version, and the temp's baseline is that version.
+    private func endAppendByStaging(_ appending: Appending, _ state: inout State) throws(Errno) {
+        do throws(Errno) {
+            try Syscall.truncate(appending.writable.raw, appending.committedSize)
+            if var staged = state.staged.take() {
+                staged.baseline = SaveBaseline(try Syscall.stat(appending.writable.raw))
+                state.staged = consume staged
+            }
+        } catch {
+            state.failure = error
+            throw error
+        }
+        endAppend(appending, &state)
+    }
+
+    /// The append is over (committed, rolled back, or turned into a staged save): its record
+    /// and boundary go. A record that cannot be cleared is left for recovery, which finds the
+    /// file at its committed size or no longer the same (a rollback or a staged save), or
+    /// would cut back a committed append (the caller fails the commit instead).
+    private func endAppend(_ appending: Appending, _ state: inout State) {
+        state.appending = nil
+        try? journal?.end(appending.slot)
+        boundary.withLock { $0 = nil }
+    }
+
+    /// Cuts an append that will not commit (a failed save, an unlinked file's) back to the
+    /// committed size when the file still has a name, and ends it.
+    private func rollBackAppend(_ state: inout State) {
+        guard let appending = state.appending else { return }
+        if !state.discarded { try? Syscall.truncate(appending.writable.raw, appending.committedSize) }
+        endAppend(appending, &state)
+    }
+
+    /// Commits an append in place: no rename (nothing is replaced), an fsync only when the
+    /// durability syncs every commit (`file`, `full`: an append over nothing is like a new
+    /// file for `replacing`), then the record goes and the new size is everyone's.
+    private func commitAppend(_ appending: Appending, durability: Durability, nodes: NodeTable,
+                              _ state: inout State) throws(Errno) -> CommitReport {
+        do throws(Errno) {
+            if durability.forCommit(replacingExistingFile: false).syncsFile {
+                try Syscall.synchronize(state.current.raw, dataOnly: false)
+            }
+            try journal?.end(appending.slot)
+        } catch {
+            state.failure = error
+            throw error
+        }
+        state.appending = nil
+        boundary.withLock { $0 = nil }
+        let size = Int64(try Syscall.stat(state.current.raw).st_size)
+        var report = CommitReport(created: false, path: nodes.path(of: node), size: size, replaced: nil)
+        report.appendedFrom = Int64(appending.committedSize)
+        return report
     }
 
     /// Commits uncommitted changes: fsync as `durability` asks, then the temp in place of the
@@ -209,6 +371,28 @@ public final class Save: Sendable {
         try state.withLock { (state) throws(Errno) -> CommitReport? in
             if onlyWithoutWriters && state.writers > 0 { return nil }
             if let failure = state.failure { throw failure }
+            if let appending = state.appending, !state.discarded {
+                let found = try? Syscall.stat(at: state.directory.directory, state.name)
+                if found.map(FileIdentity.init) == appending.file { return try commitAppend(appending, durability: durability, nodes: nodes, &state) }
+                if state.nameRemovedThroughMount {
+                    // The owner took the name away: the appended bytes are in the file, which
+                    // the names it has left show, as on a plain disk.
+                    endAppend(appending, &state)
+                    return nil
+                }
+                // Moved, replaced or deleted behind the mount: the append commits as a save would,
+                // from a copy, with what it found kept beside it (see `FoundAtCommit`).
+                do throws(Errno) {
+                    let staged = try staging.stage(in: state.directory, replacing: appending.writable.raw, copyContents: true,
+                                                   owner: nil, mode: 0)
+                    state.current = SharedDescriptor(try Syscall.duplicate(staged.descriptor.raw))
+                    state.staged = consume staged
+                } catch {
+                    state.failure = error
+                    throw error
+                }
+                try endAppendByStaging(appending, &state)
+            }
             guard !state.discarded, let staged = state.staged.take() else { return nil }
             let directory = state.directory.directory
             var replacing = state.exists
@@ -303,6 +487,7 @@ public final class Save: Sendable {
     public func discard() {
         state.withLock { state in
             state.discarded = true
+            rollBackAppend(&state)
             if let staged = state.staged.take() { staged.discard(in: state.directory.directory) }
         }
     }
@@ -310,7 +495,9 @@ public final class Save: Sendable {
     /// Throws away uncommitted changes of a failed save at its end, keeping the committed file.
     public func discardIfFailed() {
         state.withLock { state in
-            guard state.failure != nil, state.writers == 0, let staged = state.staged.take() else { return }
+            guard state.failure != nil, state.writers == 0 else { return }
+            rollBackAppend(&state)
+            guard let staged = state.staged.take() else { return }
             staged.discard(in: state.directory.directory)
         }
     }
@@ -325,6 +512,9 @@ public final class Save: Sendable {
             }
             state.directory = directory
             state.name = name
+            if let appending = state.appending {
+                journal?.move(appending.slot, file: appending.file, committedSize: Int64(appending.committedSize), directory: directory, name: name)
+            }
             // The new name names the file, and the rename moved its change time.
             state.nameRemovedThroughMount = false
             rebaseline(&state)
@@ -368,5 +558,12 @@ public final class Save: Sendable {
             if let status, FileIdentity(status) == baseline.identity { staged.baseline = SaveBaseline(status) }
         }
         state.staged = consume staged
+    }
+}
+
+extension ChangeRange {
+    public var isAnywhere: Bool {
+        if case .anywhere = self { return true }
+        return false
     }
 }

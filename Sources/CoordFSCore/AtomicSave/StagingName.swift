@@ -1,6 +1,7 @@
 import Synchronization
 
-/// The names coordfs keeps for itself in the backing: staged temp files and the recovery folder.
+/// The names coordfs keeps for itself in the backing: staged temp files, the recovery folder
+/// and the append journals.
 ///
 /// A temp name is `.coordfs-tmp-` followed by 16 lowercase hex digits: 29 bytes
 /// whatever the target is called, so staging never runs into NAME_MAX, and nothing about
@@ -78,7 +79,8 @@ public enum StagingName {
     }
 
     /// Whether a name is hidden from (and may not be created through) the mount: temp names
-    /// in every directory, the recovery folder only in the root (elsewhere it is an ordinary name).
+    /// in every directory; the recovery folder and the append journals (`AppendJournal`) only
+    /// in the root (elsewhere they are ordinary names).
     public static func isReserved(name: FileName, inRoot: Bool) -> Bool {
         name.withCString { isReserved(name: $0, inRoot: inRoot) }
     }
@@ -88,6 +90,7 @@ public enum StagingName {
     public static func isReserved(name: UnsafePointer<CChar>, inRoot: Bool) -> Bool {
         if isStaging(name) { return true }
         guard inRoot else { return false }
+        if AppendJournal.isJournalName(name) { return true }
         let expected = recoveryFolderBytes.utf8Start
         let count = recoveryFolderBytes.utf8CodeUnitCount
         for index in 0..<count where UInt8(bitPattern: name[index]) != expected[index] { return false }

@@ -294,6 +294,17 @@ public enum Syscall {
         _ = try retrying { dataOnly ? Glibc.fdatasync(fd) : Glibc.fsync(fd) }
     }
 
+    /// flock(2) with LOCK_EX | LOCK_NB: true when taken, false when another open file holds it.
+    /// The lock goes with the last descriptor of the open file (a killed process's included).
+    public static func lockExclusivelyIfFree(_ fd: Int32) throws(Errno) -> Bool {
+        do throws(Errno) {
+            _ = try retrying { csys_lock_exclusively_if_free(fd) }
+            return true
+        } catch .wouldBlock {
+            return false
+        }
+    }
+
     public static func allocate(_ fd: Int32, mode: Int32, offset: off_t, length: off_t) throws(Errno) {
         _ = try retrying { csys_fallocate(fd, mode, offset, length) }
     }
