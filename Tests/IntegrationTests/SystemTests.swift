@@ -44,6 +44,13 @@ import Testing
         #expect(output.contains("each usable") && output.contains("uninstalled: nothing left"), "\(output)")
     }
 
+    /// `coordfs status --watch` refreshes every interval until interrupted, following a claim
+    /// that comes and goes; with `--json`, one object per refresh.
+    @Test func statusWatchRefreshes() throws {
+        let output = try Self.python("statusWatchRefreshes")
+        #expect(output.contains("and then goes") && output.contains("JSON lines"), "\(output)")
+    }
+
     /// The shipped unit files pass `systemd-analyze verify` without a word, with the binary
     /// where the units say it is.
     @Test func unitFilesVerify() throws {
