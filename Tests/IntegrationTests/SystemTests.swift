@@ -51,6 +51,14 @@ import Testing
         #expect(output.contains("and then goes") && output.contains("JSON lines"), "\(output)")
     }
 
+    /// `coordfs exec` with flock(1)'s spellings (`-s`, `-x`, `-n`/`--nb`, `-w`/`--timeout`,
+    /// `-E`, `FILE COMMAND…`, `FILE -c LINE`) gives the same status and output as flock on the
+    /// same cases, with and without a holder of its own kind.
+    @Test func flockSpellingsBehaveAsFlock() throws {
+        let output = try Self.python("flockSpellingsBehaveAsFlock")
+        #expect(output.contains("15 cases as flock"), "\(output)")
+    }
+
     /// The shipped unit files pass `systemd-analyze verify` without a word, with the binary
     /// where the units say it is.
     @Test func unitFilesVerify() throws {
