@@ -59,6 +59,15 @@ import Testing
         #expect(output.contains("15 cases as flock"), "\(output)")
     }
 
+    /// `coordfs watch` with inotifywait's spellings (`-m`, `-q`, `-e` with inotify's names,
+    /// `--format` with %w %f %e %T, `--timefmt`, `--exclude`/`--include` and their `i` forms)
+    /// prints what inotifywait prints for the same changes, on 11 cases; inotify's names for
+    /// reads, and a bad regular expression, are refused.
+    @Test func inotifywaitSpellingsBehaveAsInotifywait() throws {
+        let output = try Self.python("inotifywaitSpellingsBehaveAsInotifywait")
+        #expect(output.contains("11 cases as inotifywait") && output.contains("refused"), "\(output)")
+    }
+
     /// The shipped unit files pass `systemd-analyze verify` without a word, with the binary
     /// where the units say it is.
     @Test func unitFilesVerify() throws {
