@@ -16,6 +16,11 @@ struct Exec: ParsableCommand {
         --conflict-exit-code.
 
           coordfs exec --write counter -- sh -c 'n=$(cat counter); echo $((n+1)) > counter'
+
+        flock(1)'s spellings work too: [-s|-x] [-n] [-w SECONDS] [-E CODE] FILE COMMAND... or \
+        FILE -c 'COMMAND LINE' (-s claims FILE for reading, -x, the default, for writing):
+
+          coordfs exec -x counter -c 'n=$(cat counter); echo $((n+1)) > counter'
         """
     )
 
@@ -25,10 +30,10 @@ struct Exec: ParsableCommand {
     @Option(name: .customLong("write"), help: ArgumentHelp("Claim PATH for writing (repeatable).", valueName: "path"), completion: .file())
     var writePaths: [String] = []
 
-    @Option(name: [.short, .long], help: ArgumentHelp("Wait at most this many seconds for others to let go (default: the mount's claim timeout).", valueName: "seconds"))
+    @Option(name: [.short, .long, .customLong("timeout")], help: ArgumentHelp("Wait at most this many seconds for others to let go (default: the mount's claim timeout).", valueName: "seconds"))
     var wait: Double?
 
-    @Flag(name: [.short, .long], help: "Do not wait: fail at once if a path is claimed by someone else.")
+    @Flag(name: [.short, .long, .customLong("nb")], help: "Do not wait: fail at once if a path is claimed by someone else.")
     var nonblock = false
 
     @Option(name: [.customShort("E"), .long], help: ArgumentHelp("Exit status when the claims cannot be had.", valueName: "n"))
@@ -37,16 +42,73 @@ struct Exec: ParsableCommand {
     @Flag(name: [.short, .long], help: "Say on standard error how long the claims took and when they were released.")
     var verbose = false
 
-    @Argument(parsing: .postTerminator, help: ArgumentHelp("The command and its arguments, after --.", valueName: "command"))
-    var command: [String] = []
+    /// flock(1)'s lock modes, for its form; the last one given counts, as with flock.
+    enum FlockMode: EnumerableFlag {
+        case shared, exclusive
 
-    /// What ArgumentParser read.
-    var request: ExecRequest {
-        ExecRequest(readPaths: readPaths, writePaths: writePaths, wait: wait, nonblock: nonblock,
-                    conflictExitCode: conflictExitCode, verbose: verbose, command: command)
+        static func name(for value: FlockMode) -> NameSpecification {
+            switch value {
+            case .shared: [.short, .long]
+            case .exclusive: [.customShort("x"), .customShort("e"), .long]
+            }
+        }
+
+        static func help(for value: FlockMode) -> ArgumentHelp? {
+            switch value {
+            case .shared: "flock(1)'s form: claim FILE for reading (its shared lock)."
+            case .exclusive: "flock(1)'s form: claim FILE for writing (its exclusive lock; the default)."
+            }
+        }
     }
 
+    @Flag(exclusivity: .chooseLast)
+    var flockMode: FlockMode?
+
+    @Option(name: [.customShort("c"), .customLong("command")], help: ArgumentHelp("flock(1)'s form: run this command line with /bin/sh -c.", valueName: "command"))
+    var shellCommand: String?
+
+    @Argument(parsing: .captureForPassthrough,
+              help: ArgumentHelp("After --, the command and its arguments; or, as flock(1) takes them, FILE and then the command (or -c).", valueName: "command"))
+    var command: [String] = []
+
+    /// What ArgumentParser read: `--read`/`--write` paths and the command after `--`, or
+    /// flock(1)'s `[-s|-x] FILE COMMAND…` and `FILE -c COMMAND`.
+    var request: ExecRequest {
+        var exec = ExecRequest(readPaths: readPaths, writePaths: writePaths, wait: wait, nonblock: nonblock,
+                               conflictExitCode: conflictExitCode, verbose: verbose, command: [])
+        var rest = command
+        let terminated = rest.first == "--"
+        if terminated { rest.removeFirst() }
+        var shellCommand = shellCommand
+        if isFlockForm, !terminated, !rest.isEmpty {
+            let file = rest.removeFirst()
+            if flockMode == .shared { exec.readPaths = [file] } else { exec.writePaths = [file] }
+            // flock(1) takes -c after FILE too (`flock FILE -c COMMAND`).
+            if rest.count == 2, rest[0] == "-c" || rest[0] == "--command", shellCommand == nil {
+                shellCommand = rest[1]
+                rest = []
+            }
+        }
+        exec.command = shellCommand.map { ["/bin/sh", "-c", $0] } ?? rest
+        return exec
+    }
+
+    /// No --read or --write: the paths come as flock(1) takes its file.
+    private var isFlockForm: Bool { readPaths.isEmpty && writePaths.isEmpty }
+
     func validate() throws {
+        // The command is captured as flock(1) takes it (options and all), so a help flag before
+        // anything else lands there too.
+        if let first = command.first, first == "--help" || first == "-h" { throw CleanExit.helpRequest(self) }
+        if !isFlockForm && flockMode != nil {
+            throw ValidationError("-s and -x go with flock(1)'s form (FILE before the command), not with --read or --write")
+        }
+        if !isFlockForm && shellCommand != nil && !command.isEmpty && command != ["--"] {
+            throw ValidationError("give the command after -- or as -c COMMAND, not both")
+        }
+        if isFlockForm && shellCommand != nil && command.count > 1 && command.first != "--" {
+            throw ValidationError("with -c COMMAND, name only FILE (flock(1)'s form)")
+        }
         try request.validate()
     }
 
@@ -67,8 +129,8 @@ struct ExecRequest {
     var command: [String] = []
 
     func validate() throws {
-        guard !readPaths.isEmpty || !writePaths.isEmpty else { throw ValidationError("name at least one --read or --write path") }
-        guard !command.isEmpty else { throw ValidationError("name the command to run after --") }
+        guard !readPaths.isEmpty || !writePaths.isEmpty else { throw ValidationError("name at least one --read or --write path (or, as flock(1) does, FILE before the command)") }
+        guard !command.isEmpty else { throw ValidationError("name the command to run after -- (or with -c)") }
         if wait != nil && nonblock { throw ValidationError("--wait and --nonblock do not go together") }
         if let wait, !(wait >= 0 && wait.isFinite) { throw ValidationError("--wait must be a number of seconds, 0 or more") }
         guard (0...255).contains(conflictExitCode) else { throw ValidationError("--conflict-exit-code must be between 0 and 255") }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CoordFSClient
+import Glibc
 
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -13,22 +14,52 @@ struct Status: ParsableCommand {
     @Flag(help: "Print the status as one JSON object (the control protocol's status reply).")
     var json = false
 
+    @Flag(name: .shortAndLong, help: "Refresh until interrupted, as watch(1) does (with --json: one JSON line per refresh).")
+    var watch = false
+
+    @Option(name: [.customShort("n"), .long], help: ArgumentHelp("Seconds between refreshes with --watch (default 2).", valueName: "seconds"))
+    var interval: Double = 2
+
+    func validate() throws {
+        guard interval >= 0.1 else { throw ValidationError("--interval must be at least 0.1 seconds") }
+    }
+
     func run() throws {
-        let report: StatusReport
         do {
             let location = try ControlLocation.locate(ExactArguments.path(mountpoint))
-            report = try runBlocking {
+            let display = Display(json: json, watch: watch, interval: interval, mountpoint: ExactArguments.display(mountpoint))
+            try runBlocking {
                 let connection = try await CoordFSConnection.connect(socketPath: location.socket, client: "coordfs status")
                 defer { connection.close() }
-                return try await connection.status()
+                display.show(try await connection.status(), refreshing: false)
+                while display.watch {
+                    try await Task.sleep(for: .milliseconds(Int64(display.interval * 1000)))
+                    display.show(try await connection.status(), refreshing: true)
+                }
             }
         } catch let error as CoordFSError {
             throw CleanExit.failure(error.commandLineMessage)
         }
-        if json {
-            emit(OutputLine(bytes: (try? JSONLineEncoder().encode(report)) ?? Array("{}".utf8)))
-        } else {
-            emit(Self.render(report))
+    }
+
+    /// How reports are printed.
+    struct Display: Sendable {
+        let json: Bool
+        let watch: Bool
+        let interval: Double
+        let mountpoint: String
+
+        /// Prints one report: a JSON line, or the text; with --watch on a terminal, on a
+        /// cleared screen under a watch(1)-style heading.
+        func show(_ report: StatusReport, refreshing: Bool) {
+            if json {
+                emit(OutputLine(bytes: (try? JSONLineEncoder().encode(report)) ?? Array("{}".utf8)))
+                return
+            }
+            guard watch else { return emit(Status.render(report)) }
+            var heading = Array((isatty(1) != 0 ? "\u{1B}[H\u{1B}[2J" : (refreshing ? "\n" : "")).utf8)
+            heading += Array("Every \(interval)s: coordfs status \(mountpoint)  (Ctrl-C to stop)\n\n".utf8)
+            emit(OutputLine(bytes: heading + Status.render(report).bytes))
         }
     }
 

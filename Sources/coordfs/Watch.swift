@@ -43,15 +43,48 @@ struct Watch: ParsableCommand {
     @Option(name: [.customShort("n"), .customLong("count")], help: ArgumentHelp("Stop after this many events.", valueName: "n"))
     var count: Int?
 
-    /// inotify's names are accepted too, for the fingers that know them.
+    @Flag(name: [.short, .long], help: "Keep watching (the default; inotifywait's -m).")
+    var monitor = false
+
+    @Flag(name: [.short, .long], help: "Say nothing on standard error but errors (inotifywait's -q).")
+    var quiet = false
+
+    @Option(help: ArgumentHelp("Print each event as inotifywait --format does: %w the directory, %f the name, %e the events in inotify's names, %T the time (--timefmt).", valueName: "format"))
+    var format: String?
+
+    @Option(help: ArgumentHelp("strftime(3) format of %T (default %H:%M).", valueName: "format"))
+    var timefmt: String?
+
+    @Option(help: ArgumentHelp("Leave out events whose path matches this extended regular expression.", valueName: "regex"))
+    var exclude: String?
+
+    @Option(help: ArgumentHelp("The same, ignoring case.", valueName: "regex"))
+    var excludei: String?
+
+    @Option(help: ArgumentHelp("Show only events whose path matches this extended regular expression.", valueName: "regex"))
+    var include: String?
+
+    @Option(help: ArgumentHelp("The same, ignoring case.", valueName: "regex"))
+    var includei: String?
+
+    /// inotify's names are accepted too, for the fingers that know them (each change a
+    /// commit makes is one event here, so several of inotify's name the same kind).
     static let kindNames: [String: EventKind] = [
         "created": .created, "create": .created,
-        "changed": .changed, "change": .changed, "modify": .changed, "close_write": .changed,
-        "deleted": .deleted, "delete": .deleted,
-        "moved": .moved, "move": .moved,
+        "changed": .changed, "change": .changed, "modify": .changed, "close_write": .changed, "close": .changed,
+        "deleted": .deleted, "delete": .deleted, "delete_self": .deleted,
+        "moved": .moved, "move": .moved, "moved_from": .moved, "moved_to": .moved, "move_self": .moved,
         "attributes": .attributes, "attrib": .attributes,
         "conflict": .conflict,
     ]
+
+    /// inotify's names for what no coordfs event reports: reads and opens change nothing.
+    static let unreportedNames: Set<String> = ["access", "open", "close_nowrite", "unmount"]
+
+    /// The event names given with -e, lowercased.
+    var askedNames: Set<String> {
+        Set(events.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters().lowercased() })
+    }
 
     var kinds: Set<EventKind>? {
         get throws {
@@ -59,6 +92,9 @@ struct Watch: ParsableCommand {
             guard !names.isEmpty else { return nil }
             var kinds = Set<EventKind>()
             for name in names {
+                if Self.unreportedNames.contains(name) {
+                    throw ValidationError("'\(name)': coordfs reports changes (created, changed, deleted, moved, attributes, conflict), not reads or opens")
+                }
                 guard let kind = Self.kindNames[name] else {
                     throw ValidationError("unknown event kind '\(name)'; use created, changed, deleted, moved, attributes or conflict")
                 }
@@ -68,8 +104,26 @@ struct Watch: ParsableCommand {
         }
     }
 
+    /// The --exclude/--include filter, nil without one.
+    var filter: PathFilter? {
+        get throws {
+            guard exclude != nil || excludei != nil || include != nil || includei != nil else { return nil }
+            if exclude != nil && excludei != nil || include != nil && includei != nil {
+                throw ValidationError("give --exclude or --excludei (--include or --includei), not both")
+            }
+            do {
+                return try PathFilter(exclude: exclude ?? excludei, excludeIgnoringCase: excludei != nil,
+                                      include: include ?? includei, includeIgnoringCase: includei != nil)
+            } catch {
+                throw ValidationError("not an extended regular expression: \(error)")
+            }
+        }
+    }
+
     func validate() throws {
         _ = try kinds
+        _ = try filter
+        if json && format != nil { throw ValidationError("--json and --format exclude each other") }
         if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
     }
@@ -81,8 +135,15 @@ struct Watch: ParsableCommand {
         } catch {
             throw CleanExit.failure(error.commandLineMessage)
         }
-        let options = WatchOptions(recursive: recursive, kinds: try kinds, json: json, since: since,
-                                   timeout: timeout, count: count)
+        var kinds = try kinds
+        if format != nil, kinds?.contains(.changed) == true {
+            // A new file's first commit is its `created` event, which inotify reports as a write's close too.
+            kinds?.insert(.created)
+        }
+        let options = WatchOptions(recursive: recursive, kinds: kinds, json: json, since: since,
+                                   timeout: timeout, count: count, quiet: quiet,
+                                   format: format.map { EventFormat($0, timeFormat: timefmt, askedNames: askedNames) },
+                                   filter: try filter)
         let outcome: WatchOutcome
         do {
             outcome = try runBlocking { try await options.watch(located) }
@@ -108,6 +169,9 @@ struct WatchOptions: Sendable {
     var since: UInt64?
     var timeout: Double?
     var count: Int?
+    var quiet = false
+    var format: EventFormat?
+    var filter: PathFilter?
 
     /// One line to print, or the end.
     private enum Item: Sendable {
@@ -129,19 +193,21 @@ struct WatchOptions: Sendable {
                 connections[path.location.socket] = connection
             }
             let subscription = try await connection.subscribe(path.location.path, recursive: recursive, kinds: kinds, since: since)
-            if subscription.needsResync {
+            if subscription.needsResync && !quiet {
                 printError("\(String(decoding: path.given, as: UTF8.self)): events after \(since ?? 0) are no longer kept by the mount; rescan (watching from \(subscription.sequence))")
             }
             subscriptions.append((path, subscription))
         }
 
         let (lines, sink) = AsyncStream.makeStream(of: Item.self)
-        let json = self.json
+        let (json, format, filter) = (self.json, self.format, self.filter)
         for (path, subscription) in subscriptions {
             Task {
                 do {
                     for try await message in subscription {
-                        sink.yield(.line(Self.format(message, path: path, json: json)))
+                        for line in Self.lines(message, path: path, json: json, format: format, filter: filter) {
+                            sink.yield(.line(line))
+                        }
                     }
                     sink.yield(.failed(.closed(reason: "the subscription ended")))
                 } catch let error as CoordFSError {
@@ -169,6 +235,22 @@ struct WatchOptions: Sendable {
             }
         }
         return printed > 0 ? .sawEvents : .timedOutQuietly
+    }
+
+    /// What one message prints: nothing when the filter leaves its event out, two lines for a
+    /// move in `--format`, else one.
+    static func lines(_ message: SubscriptionMessage, path: LocatedPath, json: Bool, format: EventFormat?,
+                      filter: PathFilter?) -> [OutputLine] {
+        if let filter, case .event(let event) = message {
+            let suffix: [UInt8] = event.directory ? [UInt8(ascii: "/")] : []
+            let shown = [event.path] + (event.destination.map { [$0] } ?? [])
+            guard shown.contains(where: { filter.shows(path.display($0) + suffix) }) else { return [] }
+        }
+        guard let format else { return [Self.format(message, path: path, json: json)] }
+        switch message {
+        case .event(let event): return format.lines(for: event, watched: path)
+        case .overflow: return [format.overflowLine(watched: path)]
+        }
     }
 
     static func format(_ message: SubscriptionMessage, path: LocatedPath, json: Bool) -> OutputLine {

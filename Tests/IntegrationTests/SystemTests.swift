@@ -44,6 +44,30 @@ import Testing
         #expect(output.contains("each usable") && output.contains("uninstalled: nothing left"), "\(output)")
     }
 
+    /// `coordfs status --watch` refreshes every interval until interrupted, following a claim
+    /// that comes and goes; with `--json`, one object per refresh.
+    @Test func statusWatchRefreshes() throws {
+        let output = try Self.python("statusWatchRefreshes")
+        #expect(output.contains("and then goes") && output.contains("JSON lines"), "\(output)")
+    }
+
+    /// `coordfs exec` with flock(1)'s spellings (`-s`, `-x`, `-n`/`--nb`, `-w`/`--timeout`,
+    /// `-E`, `FILE COMMAND…`, `FILE -c LINE`) gives the same status and output as flock on the
+    /// same cases, with and without a holder of its own kind.
+    @Test func flockSpellingsBehaveAsFlock() throws {
+        let output = try Self.python("flockSpellingsBehaveAsFlock")
+        #expect(output.contains("15 cases as flock"), "\(output)")
+    }
+
+    /// `coordfs watch` with inotifywait's spellings (`-m`, `-q`, `-e` with inotify's names,
+    /// `--format` with %w %f %e %T, `--timefmt`, `--exclude`/`--include` and their `i` forms)
+    /// prints what inotifywait prints for the same changes, on 11 cases; inotify's names for
+    /// reads, and a bad regular expression, are refused.
+    @Test func inotifywaitSpellingsBehaveAsInotifywait() throws {
+        let output = try Self.python("inotifywaitSpellingsBehaveAsInotifywait")
+        #expect(output.contains("11 cases as inotifywait") && output.contains("refused"), "\(output)")
+    }
+
     /// The shipped unit files pass `systemd-analyze verify` without a word, with the binary
     /// where the units say it is.
     @Test func unitFilesVerify() throws {
