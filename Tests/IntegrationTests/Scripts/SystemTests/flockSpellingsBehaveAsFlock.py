@@ -2,7 +2,7 @@
 # exit status and output for flock on a plain file and for coordfs exec on a file in the
 # mount, each against a holder of its own kind (flock's lock, or another exec's claim).
 import os, subprocess, time
-from system import Scratch, BINARY
+from system import Scratch, BINARY, unmount
 
 CASES = [
     # (holder's mode or None, arguments after the tool's name; F is the file)
@@ -24,14 +24,24 @@ CASES = [
 ]
 
 def run_case(tool, directory, holder_mode, arguments):
+    """The case's status and output; a holder, when it has one, holds the file from before the
+    case starts until 1.5 s later (it says so with a marker file, however slow the machine)."""
     path = os.path.join(directory, 'f')
+    marker = os.path.join(os.path.dirname(directory), 'holding')
     holder = None
     if holder_mode:
-        holder = subprocess.Popen(tool + [holder_mode, path, 'sleep', '1.2'])
-        time.sleep(0.4)
-    result = subprocess.run(tool + [path if a == 'F' else a for a in arguments], capture_output=True, text=True, timeout=30)
-    if holder:
-        holder.wait(timeout=30)
+        if os.path.exists(marker):
+            os.unlink(marker)
+        holder = subprocess.Popen(tool + [holder_mode, path, 'sh', '-c', f'touch {marker}; sleep 1.5'])
+        deadline = time.monotonic() + 20
+        while not os.path.exists(marker):
+            assert time.monotonic() < deadline and holder.poll() is None, 'the holder never held'
+            time.sleep(0.01)
+    try:
+        result = subprocess.run(tool + [path if a == 'F' else a for a in arguments], capture_output=True, text=True, timeout=30)
+    finally:
+        if holder:
+            holder.wait(timeout=30)
     return result.returncode, result.stdout
 
 with Scratch() as s:
@@ -52,4 +62,4 @@ with Scratch() as s:
         assert not different, 'differs from flock:\n' + '\n'.join(different)
         print(f'{len(CASES)} cases as flock')
     finally:
-        subprocess.run([BINARY, 'unmount', s.mountpoint])
+        unmount(s.mountpoint)

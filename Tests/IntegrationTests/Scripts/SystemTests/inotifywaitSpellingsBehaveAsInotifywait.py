@@ -4,7 +4,7 @@
 # outputs compared line for line. Each case asks for events that a change reports once to
 # both (inotify reports a write as MODIFY, CLOSE_WRITE... where coordfs has one commit).
 import os, signal, subprocess, time
-from system import Scratch, BINARY
+from system import Scratch, BINARY, unmount
 
 def prepare(d):
     os.makedirs(os.path.join(d, 'sub'))
@@ -40,13 +40,20 @@ CASES = [
 ]
 
 def run(tool, directory, arguments):
+    """Starts the watcher, makes the changes, stops it (SIGTERM: the test runner may start us
+    with SIGINT ignored, which children inherit) and returns its lines; never leaves it running."""
     watcher = subprocess.Popen(tool + arguments + ['.'], cwd=directory, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(0.6)  # inotifywait sets its watches, coordfs subscribes
-    change(directory)
-    time.sleep(0.6)
-    watcher.send_signal(signal.SIGINT)
-    output, errors = watcher.communicate(timeout=10)
-    return output.decode().splitlines(), errors.decode()
+    try:
+        time.sleep(1)  # inotifywait sets its watches, coordfs subscribes
+        change(directory)
+        time.sleep(1)
+        watcher.send_signal(signal.SIGTERM)
+        output, errors = watcher.communicate(timeout=10)
+        return output.decode().splitlines(), errors.decode()
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
 
 with Scratch() as s:
     plain = os.path.join(s.root, 'plain')
@@ -71,4 +78,4 @@ with Scratch() as s:
         assert result.returncode != 0 and 'regular expression' in result.stderr, result
         print('access and a bad regex refused')
     finally:
-        subprocess.run([BINARY, 'unmount', s.mountpoint])
+        unmount(s.mountpoint)

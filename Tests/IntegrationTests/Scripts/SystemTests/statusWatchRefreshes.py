@@ -1,11 +1,13 @@
 # `coordfs status --watch -n 0.2` refreshes like watch(1): a heading and the whole status
 # every interval, following what changes (a claim taken by `coordfs exec` shows, then goes),
-# until interrupted; with --json, one status object per line.
+# until stopped; with --json, one status object per line. (Stopped with SIGTERM: the test
+# runner may start scripts with SIGINT ignored, and children inherit that.)
 import json, os, signal, subprocess, time
-from system import Scratch, BINARY, wait_until
+from system import Scratch, BINARY, unmount, wait_until
 
 with Scratch() as s:
     subprocess.run([BINARY, 'mount', s.backing, s.mountpoint], check=True)
+    watcher = None
     try:
         watcher = subprocess.Popen([BINARY, 'status', '--watch', '-n', '0.2', s.mountpoint],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -13,7 +15,7 @@ with Scratch() as s:
         holder = subprocess.Popen([BINARY, 'exec', '--write', os.path.join(s.mountpoint, 'hello'), '--', 'sleep', '1'])
         assert holder.wait(timeout=20) == 0
         time.sleep(0.7)
-        watcher.send_signal(signal.SIGINT)
+        watcher.send_signal(signal.SIGTERM)
         output, errors = watcher.communicate(timeout=10)
         text = output.decode()
         screens = text.split('Every 0.2s: coordfs status ')[1:]
@@ -26,9 +28,12 @@ with Scratch() as s:
 
         watcher = subprocess.Popen([BINARY, 'status', '--watch', '--json', '-n', '0.2', s.mountpoint], stdout=subprocess.PIPE)
         time.sleep(1)
-        watcher.send_signal(signal.SIGINT)
+        watcher.send_signal(signal.SIGTERM)
         lines = watcher.communicate(timeout=10)[0].decode().splitlines()
         assert len(lines) >= 3 and all('events' in json.loads(line) for line in lines), lines
         print(f'{len(lines)} JSON lines')
     finally:
-        subprocess.run([BINARY, 'unmount', s.mountpoint])
+        if watcher and watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
+        unmount(s.mountpoint)

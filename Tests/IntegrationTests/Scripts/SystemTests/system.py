@@ -33,6 +33,21 @@ def daemons(mountpoint):
     return found
 
 
+def unmount(mountpoint):
+    """`coordfs unmount`, tried again for a while when the mount is still busy (a process
+    that just ended may not have let go of it yet), and detached lazily as a last resort."""
+    deadline = time.monotonic() + 10
+    while mounted(mountpoint):
+        result = subprocess.run([BINARY, 'unmount', mountpoint], capture_output=True, text=True)
+        if result.returncode == 0:
+            break
+        if time.monotonic() > deadline:
+            subprocess.run([BINARY, 'unmount', '--lazy', mountpoint], capture_output=True)
+            break
+        time.sleep(0.1)
+    wait_until('the daemon to end', lambda: not daemons(mountpoint), within=10)
+
+
 class Scratch:
     """`with Scratch() as s:` a temp dir with `s.backing` (holding `hello` = b'hi\\n') and an
     empty `s.mountpoint`; at the end anything still mounted there is unmounted
