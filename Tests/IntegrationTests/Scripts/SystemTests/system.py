@@ -1,9 +1,15 @@
 """Helpers for the scripts that mount the way the system does (mount(8), fstab, systemd):
 a scratch directory with a backing and a mountpoint, programs placed where mount(8) looks
 for them for the time of a script, and teardown that never leaves a mount behind."""
-import os, shutil, subprocess, tempfile, time
+import os, shutil, signal, subprocess, tempfile, time
 
 BINARY = os.environ['COORDFS_BINARY']
+
+# The test runner starts scripts with SIGINT, SIGTERM and SIGHUP blocked (and may ignore
+# SIGINT); the programs these scripts start and then stop must get them as from a shell.
+signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+for stop in (signal.SIGTERM, signal.SIGHUP):
+    signal.signal(stop, signal.SIG_DFL)
 
 
 def mounted(mountpoint):
