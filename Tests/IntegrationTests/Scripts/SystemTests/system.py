@@ -5,9 +5,10 @@ import os, shutil, signal, subprocess, tempfile, time
 
 BINARY = os.environ['COORDFS_BINARY']
 
-# The test runner starts scripts with SIGINT, SIGTERM and SIGHUP blocked (and may ignore
-# SIGINT); the programs these scripts start and then stop must get them as from a shell.
-signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+# The test runner starts scripts with signals blocked (and may ignore SIGINT); the programs
+# these scripts start must get them as from a shell: SIGTERM to stop them, SIGALRM for
+# flock -w's timeout.
+signal.pthread_sigmask(signal.SIG_SETMASK, [])
 for stop in (signal.SIGTERM, signal.SIGHUP):
     signal.signal(stop, signal.SIG_DFL)
 
