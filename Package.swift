@@ -28,6 +28,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
     ],
     targets: [
+        // libpq, loaded with dlopen only by a mount with --cluster (clibpq.c says why).
+        .target(name: "CLibPQ"),
         // The libfuse shim: FUSE_USE_VERSION, static inline wrappers, and the INIT patch that
         // asks for shared mappings of direct-I/O files (cfuse.c).
         .target(
@@ -40,6 +42,13 @@ let package = Package(
         .target(
             name: "CoordFSCore",
             dependencies: ["CSystemCalls", systemPackage, logging, deque],
+            swiftSettings: swiftSettings
+        ),
+        // Several hosts as one coordinated folder: the PostgreSQL session, host grants on
+        // paths, and the events table. The only module that talks to PostgreSQL; no libfuse.
+        .target(
+            name: "CoordFSCluster",
+            dependencies: ["CLibPQ", "CoordFSCore", systemPackage, logging],
             swiftSettings: swiftSettings
         ),
         // The only module that touches libfuse (and the protocol module for the value of the
@@ -95,6 +104,11 @@ let package = Package(
         .testTarget(
             name: "CoordFSCoreTests",
             dependencies: ["CoordFSCore", "CoordFSTestSupport", systemPackage],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "CoordFSClusterTests",
+            dependencies: ["CoordFSCluster", "CoordFSCore", "CoordFSTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -23,7 +23,8 @@ install_missing_packages() {
 
 # What building and mounting need.
 install_build_dependencies() {
-    install_missing_packages libfuse3-dev fuse3 pkg-config
+    # libpq5: loaded at run time by `coordfs mount --cluster` only (Sources/CLibPQ).
+    install_missing_packages libfuse3-dev fuse3 pkg-config libpq5
 }
 
 # Builds coordfs (debug unless $1 is "release") and prints the binary's path.

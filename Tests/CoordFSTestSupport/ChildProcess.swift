@@ -71,6 +71,12 @@ public final class ChildProcess {
         return true
     }
 
+    /// Its exit code once it has ended by exiting (nil while it runs, or when a signal ended it).
+    public var exitCode: Int32? {
+        guard !isRunning, let status = exitStatus, status & 0x7f == 0 else { return nil }
+        return (status >> 8) & 0xff
+    }
+
     /// Waits up to `limit` for it to end by itself.
     public func waitForExit(within limit: Duration) -> Bool {
         let deadline = ContinuousClock.now + limit

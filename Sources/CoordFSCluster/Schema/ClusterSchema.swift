@@ -1,0 +1,84 @@
+/// The tables a cluster keeps in its database, made on first use by whichever host comes
+/// first (idempotent, under a transaction-level advisory lock so two first hosts do not race).
+/// Every row names its cluster, so several clusters may share one database.
+///
+/// - `coordfs_hosts`: the live mounts. A host holds a session-level advisory lock for as long
+///   as its session lives (key: the cluster's `lockKey` in the high half, the host id in the low
+///   half); a row whose lock nobody holds is a dead host's, and any host may reap it.
+/// - `coordfs_grants`: what each host may do without asking: a path (and its subtree) in a
+///   claim mode, with the fence it was granted under.
+/// - `coordfs_requests`: hosts waiting for a grant, in arrival order (`ticket`).
+/// - `coordfs_events`: committed changes with a cursor that only grows, for other hosts'
+///   caches and subscribers.
+public enum ClusterSchema {
+    /// Bumped when the tables change shape; a host refuses a database made by a newer version.
+    public static let version = 1
+
+    public static let statements: [String] = [
+        "SELECT pg_advisory_xact_lock(hashtext('coordfs schema'))",
+        """
+        CREATE TABLE IF NOT EXISTS coordfs_schema (version int NOT NULL)
+        """,
+        """
+        CREATE SEQUENCE IF NOT EXISTS coordfs_host_ids MAXVALUE 2147483647 CYCLE
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS coordfs_hosts (
+            cluster text NOT NULL,
+            host_id bigint NOT NULL,
+            hostname text NOT NULL,
+            boot_id text NOT NULL,
+            pid int NOT NULL,
+            mountpoint bytea NOT NULL,
+            server_pid int NOT NULL,
+            joined timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (cluster, host_id)
+        )
+        """,
+        """
+        CREATE SEQUENCE IF NOT EXISTS coordfs_fences
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS coordfs_grants (
+            cluster text NOT NULL,
+            host_id bigint NOT NULL,
+            path bytea NOT NULL,
+            mode smallint NOT NULL,
+            fence bigint NOT NULL,
+            since timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (cluster, host_id, path, mode)
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS coordfs_requests (
+            cluster text NOT NULL,
+            ticket bigserial,
+            host_id bigint NOT NULL,
+            path bytea NOT NULL,
+            mode smallint NOT NULL,
+            since timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (cluster, ticket)
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS coordfs_events (
+            cluster text NOT NULL,
+            cursor bigserial,
+            host_id bigint NOT NULL,
+            kind text NOT NULL,
+            path bytea NOT NULL,
+            destination bytea,
+            is_directory boolean NOT NULL,
+            size bigint,
+            pid int NOT NULL,
+            uid bigint NOT NULL,
+            process text NOT NULL,
+            at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (cluster, cursor)
+        )
+        """,
+        """
+        INSERT INTO coordfs_schema (version) SELECT \(version) WHERE NOT EXISTS (SELECT 1 FROM coordfs_schema)
+        """,
+    ]
+}
