@@ -125,6 +125,12 @@ let package = Package(
             dependencies: ["coordfs", argumentParser],
             swiftSettings: swiftSettings
         ),
+        // The --metrics address rules and the HTTP endpoint, without a mount.
+        .testTarget(
+            name: "CoordFSMetricsTests",
+            dependencies: ["CoordFSMetrics", "CoordFSTestSupport", prometheus, logging],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["CoordFSCore", "CoordFSClient", "CoordFSProtocol", "CoordFSTestSupport", systemPackage],
