@@ -32,7 +32,7 @@ public enum Instruments {
     public static func saveCommitted() { savesCommitted.increment() }
 
     /// A save left by a crash was moved to the recovery folder (or an unfinished append rolled back) at mount.
-    public static func saveRecovered(count: Int = 1) { savesRecovered.increment(by: count) }
+    public static func saveRecovered() { savesRecovered.increment() }
 
     /// A request that would not wait was refused because of a conflicting claim.
     public static func claimWouldBlock() { claimsWouldBlock.increment() }
