@@ -12,6 +12,9 @@ let systemPackage = Target.Dependency.product(name: "SystemPackage", package: "s
 let nioCore = Target.Dependency.product(name: "NIOCore", package: "swift-nio")
 let nioPosix = Target.Dependency.product(name: "NIOPosix", package: "swift-nio")
 let deque = Target.Dependency.product(name: "DequeModule", package: "swift-collections")
+let coreMetrics = Target.Dependency.product(name: "CoreMetrics", package: "swift-metrics")
+let prometheus = Target.Dependency.product(name: "Prometheus", package: "swift-prometheus")
+let nioHTTP1 = Target.Dependency.product(name: "NIOHTTP1", package: "swift-nio")
 
 let package = Package(
     name: "coordfs",
@@ -26,6 +29,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // libpq, loaded with dlopen only by a mount with --cluster (clibpq.c says why).
@@ -41,7 +46,7 @@ let package = Package(
         // The domain: paths, the node table, typed system calls on the backing. No libfuse.
         .target(
             name: "CoordFSCore",
-            dependencies: ["CSystemCalls", systemPackage, logging, deque],
+            dependencies: ["CSystemCalls", systemPackage, logging, deque, coreMetrics],
             swiftSettings: swiftSettings
         ),
         // Several hosts as one coordinated folder: the PostgreSQL session, host grants on
@@ -55,7 +60,7 @@ let package = Package(
         // attribute that locates the control socket).
         .target(
             name: "CoordFSFuse",
-            dependencies: ["CFuse", "CoordFSCore", "CoordFSProtocol", systemPackage, logging],
+            dependencies: ["CFuse", "CoordFSCore", "CoordFSProtocol", systemPackage, logging, coreMetrics],
             swiftSettings: swiftSettings
         ),
         // Wire types of the control socket and their line framing: shared by server and client
@@ -71,6 +76,13 @@ let package = Package(
             dependencies: ["CoordFSCore", "CoordFSProtocol", systemPackage, nioCore, nioPosix, logging],
             swiftSettings: swiftSettings
         ),
+        // The optional Prometheus endpoint (--metrics): the swift-metrics backend, the series
+        // read at scrape time, and a small HTTP/1.1 server on loopback. Nothing of FUSE.
+        .target(
+            name: "CoordFSMetrics",
+            dependencies: ["CoordFSCore", coreMetrics, prometheus, nioCore, nioPosix, nioHTTP1, logging],
+            swiftSettings: swiftSettings
+        ),
         // The public Swift client library: knows the protocol, nothing of FUSE or the core
         // (CSystemCalls only for getxattr, which Swift's Glibc module hides).
         .target(
@@ -80,7 +92,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "coordfs",
-            dependencies: ["CoordFSFuse", "CoordFSCore", "CoordFSServer", "CoordFSClient", "CoordFSProtocol",
+            dependencies: ["CoordFSFuse", "CoordFSCore", "CoordFSServer", "CoordFSClient", "CoordFSProtocol", "CoordFSMetrics",
                            argumentParser, logging, systemPackage],
             swiftSettings: swiftSettings,
             // Release builds start faster (a short command such as `coordfs exec` is mostly its
@@ -125,6 +137,12 @@ let package = Package(
         .testTarget(
             name: "CoordFSCommandTests",
             dependencies: ["coordfs", argumentParser],
+            swiftSettings: swiftSettings
+        ),
+        // The --metrics address rules and the HTTP endpoint, without a mount.
+        .testTarget(
+            name: "CoordFSMetricsTests",
+            dependencies: ["CoordFSMetrics", "CoordFSTestSupport", prometheus, logging],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -107,3 +107,5 @@ int cfuse_kernel_offers_shared_mmap(void) {
 int cfuse_shared_mmap_allowed(void) {
     return atomic_load_explicit(&allow_mmap_sent, memory_order_acquire);
 }
+
+_Thread_local struct cfuse_request_timing cfuse_current_timing;

@@ -28,10 +28,31 @@ class InterruptibleWait: @unchecked Sendable {
     let answered = Atomic<Bool>(false)
     /// Runs after an interrupt answered the request with EINTR.
     let afterInterrupt: (@Sendable () -> Void)?
+    /// The request's arrival, taken from the thread that received it: whoever answers records it.
+    let timing: RequestTiming
+    let metrics: RequestMetrics?
 
-    init(request: PendingRequest, afterInterrupt: (@Sendable () -> Void)? = nil) {
+    /// Call on the thread serving the request (it takes the request's timing from there).
+    init(request: PendingRequest, metrics: RequestMetrics?, afterInterrupt: (@Sendable () -> Void)? = nil) {
         self.request = request
         self.afterInterrupt = afterInterrupt
+        self.metrics = metrics
+        self.timing = RequestTiming.takeCurrent()
+    }
+
+    /// The wait ended with an error reply: the request is done.
+    func recordAnswer() {
+        metrics?.record(timing)
+    }
+
+    /// The wait ended and the request goes on in `body`, on this thread, which answers it (or waits again).
+    func goOn(_ body: () -> Void) {
+        timing.resume(metrics, body)
+    }
+
+    /// The wait ended without waiting, on the thread that began it: the request goes on there.
+    func goOnHere() {
+        timing.restore()
     }
 
     func claimAnswer() -> Bool {
@@ -62,6 +83,7 @@ class InterruptibleWait: @unchecked Sendable {
         guard interrupted.load(ordering: .acquiring), withdraw(), claimAnswer() else { return false }
         unregister()
         reply(request.raw, error: .interrupted)
+        recordAnswer()
         afterInterrupt?()
         return true
     }
@@ -75,6 +97,7 @@ private let interruptWait: @convention(c) (fuse_req_t?, UnsafeMutableRawPointer?
     wait.interrupted.store(true, ordering: .releasing)
     guard wait.withdraw(), wait.claimAnswer() else { return }
     fuse_reply_err(wait.request.raw, EINTR)
+    wait.recordAnswer()
     wait.afterInterrupt?()
     // Replying unregistered the callback, so this was the last use of the registration's reference.
     Unmanaged<InterruptibleWait>.fromOpaque(context).release()
@@ -86,9 +109,9 @@ private final class ClaimWait: InterruptibleWait, @unchecked Sendable {
     /// The queued ticket, nil until `acquire` has returned it.
     let ticket = Mutex<ClaimWaitTicket?>(nil)
 
-    init(table: ClaimTable, request: PendingRequest, afterInterrupt: (@Sendable () -> Void)?) {
+    init(table: ClaimTable, request: PendingRequest, metrics: RequestMetrics?, afterInterrupt: (@Sendable () -> Void)?) {
         self.table = table
-        super.init(request: request, afterInterrupt: afterInterrupt)
+        super.init(request: request, metrics: metrics, afterInterrupt: afterInterrupt)
     }
 
     /// Cancels the queued wait if there is one; true when this call took it out of the queue.
@@ -133,13 +156,14 @@ extension FileSystem {
         switch self.claims.tryAcquire(claims, owner: owner, lineage: lineage) {
         case .success(let grant): return body(grant)
         case .failure where nonblocking:
+            Instruments.claimWouldBlock()
             reply(request, error: .wouldBlock)
             whenRefused?()
             return
         case .failure: break
         }
 
-        let wait = ClaimWait(table: self.claims, request: PendingRequest(raw: request), afterInterrupt: whenRefused)
+        let wait = ClaimWait(table: self.claims, request: PendingRequest(raw: request), metrics: requestMetrics, afterInterrupt: whenRefused)
         wait.register()
 
         let deadline = ContinuousClock.now + options.claimTimeout
@@ -153,11 +177,13 @@ extension FileSystem {
             case .granted(let grant):
                 // Run the operation off the releasing thread (often a FUSE worker serving a release).
                 claimWork.async { [self] in
-                    if claimsNow() != claims {
-                        self.claims.release(grant)
-                        withClaims(wait.request.raw, claimsNow, whenRefused: whenRefused, body)
-                    } else {
-                        body(grant)
+                    wait.goOn {
+                        if claimsNow() != claims {
+                            self.claims.release(grant)
+                            withClaims(wait.request.raw, claimsNow, whenRefused: whenRefused, body)
+                        } else {
+                            body(grant)
+                        }
                     }
                 }
             case .timedOut(let blockers):
@@ -166,6 +192,7 @@ extension FileSystem {
                     "held by": "\(blockers.map(\.description))",
                 ])
                 reply(wait.request.raw, error: .resourceBusy)
+                wait.recordAnswer()
                 whenRefused?()
             }
         }
@@ -173,6 +200,7 @@ extension FileSystem {
         case .granted(let grant):
             guard wait.claimAnswer() else { return self.claims.release(grant) } // interrupted meanwhile
             wait.unregister()
+            wait.goOnHere()
             body(grant)
         case .waiting(let ticket):
             wait.ticket.withLock { $0 = ticket }

@@ -50,6 +50,8 @@ public final class FileSystem: Sendable {
     let ownChanges: OwnChanges
     /// The watch of the backing, nil when there is none (set before the mount serves).
     nonisolated(unsafe) var watcher: BackingWatcher?
+    /// Requests counted and timed per operation; nil unless `options.measuresRequests`.
+    let requestMetrics: RequestMetrics?
     /// How the backing is watched; nil when it is not.
     public var watchMethod: WatchMethod? { watcher?.method }
 
@@ -76,10 +78,22 @@ public final class FileSystem: Sendable {
         self.presenters = PresenterRegistry(isInTree: { pid, root in processes.isInTree(pid, rootedAt: root) })
         self.claims = ClaimTable()
         self.ownChanges = ownChanges
+        self.requestMetrics = options.measuresRequests ? RequestMetrics() : nil
     }
 
     static func from(_ request: fuse_req_t) -> FileSystem {
         Unmanaged<FileSystem>.fromOpaque(fuse_req_userdata(request)).takeUnretainedValue()
+    }
+
+    /// Runs the callback of a request of `operation`, counted and timed when the mount measures requests.
+    @inline(__always)
+    static func serve(_ request: fuse_req_t?, _ operation: FuseOperation, _ callback: (FileSystem, fuse_req_t) -> Void) {
+        let request = request!
+        let fileSystem = from(request)
+        guard let metrics = fileSystem.requestMetrics else { return callback(fileSystem, request) }
+        metrics.begin(operation)
+        callback(fileSystem, request)
+        metrics.end()
     }
 
     // MARK: Nodes

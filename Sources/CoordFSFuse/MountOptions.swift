@@ -60,5 +60,9 @@ public struct MountOptions: Sendable {
     /// short, so an outside change shows within this long instead of a day later.
     public static let unwatchedTimeout: Double = 1
 
+    /// Count and time every request per operation (`RequestMetrics`): with --metrics only,
+    /// so a mount that serves no metrics reads no clock for them.
+    public var measuresRequests = false
+
     public init() {}
 }

@@ -106,6 +106,7 @@ public final class MountSession {
     private static func recoverLeftovers(_ fileSystem: FileSystem, logger: Logger) {
         do throws(Errno) {
             for append in try AppendJournal.rollBack(backingRoot: fileSystem.nodes.root.directory) {
+                Instruments.saveRecovered()
                 logger.warning("recovered an unfinished append from an earlier run", metadata: ["file": "\(append)"])
             }
         } catch {
@@ -113,6 +114,7 @@ public final class MountSession {
         }
         do throws(Errno) {
             for file in try Recovery.sweep(backingRoot: fileSystem.nodes.root.directory) {
+                Instruments.saveRecovered()
                 logger.warning("recovered an unfinished save from an earlier run", metadata: ["file": "\(file)"])
             }
         } catch {

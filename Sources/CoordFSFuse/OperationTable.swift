@@ -15,51 +15,54 @@ extension FileSystem {
             guard let userdata, let connection else { return }
             Unmanaged<FileSystem>.fromOpaque(userdata).takeUnretainedValue().negotiate(connection)
         }
-        ops.lookup = { request, parent, name in FileSystem.from(request!).lookup(request!, parent, name!) }
+        ops.lookup = { request, parent, name in FileSystem.serve(request, .lookup) { $0.lookup($1, parent, name!) } }
         ops.forget = { request, id, count in
-            FileSystem.from(request!).forget(id, count)
-            fuse_reply_none(request)
+            FileSystem.serve(request, .forget) { fileSystem, request in
+                fileSystem.forget(id, count)
+                fuse_reply_none(request)
+            }
         }
         ops.forget_multi = { request, count, forgets in
-            let fileSystem = FileSystem.from(request!)
-            for index in 0..<count { fileSystem.forget(forgets![index].ino, forgets![index].nlookup) }
-            fuse_reply_none(request)
+            FileSystem.serve(request, .batchForget) { fileSystem, request in
+                for index in 0..<count { fileSystem.forget(forgets![index].ino, forgets![index].nlookup) }
+                fuse_reply_none(request)
+            }
         }
-        ops.getattr = { request, id, file in FileSystem.from(request!).getattr(request!, id, file) }
-        ops.setattr = { request, id, attributes, fields, file in FileSystem.from(request!).setattr(request!, id, attributes!, fields, file) }
-        ops.readlink = { request, id in FileSystem.from(request!).readlink(request!, id) }
-        ops.mknod = { request, parent, name, mode, device in FileSystem.from(request!).mknod(request!, parent, name!, mode, device) }
-        ops.mkdir = { request, parent, name, mode in FileSystem.from(request!).mkdir(request!, parent, name!, mode) }
-        ops.unlink = { request, parent, name in FileSystem.from(request!).unlink(request!, parent, name!, flags: 0) }
-        ops.rmdir = { request, parent, name in FileSystem.from(request!).unlink(request!, parent, name!, flags: AT_REMOVEDIR) }
-        ops.symlink = { request, target, parent, name in FileSystem.from(request!).symlink(request!, target!, parent, name!) }
+        ops.getattr = { request, id, file in FileSystem.serve(request, .getattr) { $0.getattr($1, id, file) } }
+        ops.setattr = { request, id, attributes, fields, file in FileSystem.serve(request, .setattr) { $0.setattr($1, id, attributes!, fields, file) } }
+        ops.readlink = { request, id in FileSystem.serve(request, .readlink) { $0.readlink($1, id) } }
+        ops.mknod = { request, parent, name, mode, device in FileSystem.serve(request, .mknod) { $0.mknod($1, parent, name!, mode, device) } }
+        ops.mkdir = { request, parent, name, mode in FileSystem.serve(request, .mkdir) { $0.mkdir($1, parent, name!, mode) } }
+        ops.unlink = { request, parent, name in FileSystem.serve(request, .unlink) { $0.unlink($1, parent, name!, flags: 0) } }
+        ops.rmdir = { request, parent, name in FileSystem.serve(request, .rmdir) { $0.unlink($1, parent, name!, flags: AT_REMOVEDIR) } }
+        ops.symlink = { request, target, parent, name in FileSystem.serve(request, .symlink) { $0.symlink($1, target!, parent, name!) } }
         ops.rename = { request, parent, name, newParent, newName, flags in
-            FileSystem.from(request!).rename(request!, parent, name!, newParent, newName!, flags)
+            FileSystem.serve(request, .rename) { $0.rename($1, parent, name!, newParent, newName!, flags) }
         }
-        ops.link = { request, id, newParent, newName in FileSystem.from(request!).link(request!, id, newParent, newName!) }
-        ops.open = { request, id, file in FileSystem.from(request!).open(request!, id, file!) }
-        ops.read = { request, _, size, offset, file in FileSystem.from(request!).read(request!, size, offset, file!) }
-        ops.write_buf = { request, _, buffers, offset, file in FileSystem.from(request!).writeBuffer(request!, buffers!, offset, file!) }
-        ops.flush = { request, _, file in FileSystem.from(request!).flush(request!, file!) }
-        ops.release = { request, _, file in FileSystem.from(request!).release(request!, file!) }
-        ops.fsync = { request, _, dataOnly, file in FileSystem.from(request!).fsync(request!, dataOnly != 0, file!) }
-        ops.opendir = { request, id, file in FileSystem.from(request!).opendir(request!, id, file!) }
-        ops.readdir = { request, id, size, offset, file in FileSystem.from(request!).readdir(request!, id, size, offset, file!, plus: false) }
-        ops.readdirplus = { request, id, size, offset, file in FileSystem.from(request!).readdir(request!, id, size, offset, file!, plus: true) }
-        ops.releasedir = { request, _, file in FileSystem.from(request!).releasedir(request!, file!) }
-        ops.fsyncdir = { request, _, dataOnly, file in FileSystem.from(request!).fsyncdir(request!, dataOnly != 0, file!) }
-        ops.statfs = { request, id in FileSystem.from(request!).statfs(request!, id) }
-        ops.setxattr = { request, id, name, value, size, flags in FileSystem.from(request!).setxattr(request!, id, name!, value, size, flags) }
-        ops.getxattr = { request, id, name, size in FileSystem.from(request!).getxattr(request!, id, name!, size) }
-        ops.listxattr = { request, id, size in FileSystem.from(request!).listxattr(request!, id, size) }
-        ops.removexattr = { request, id, name in FileSystem.from(request!).removexattr(request!, id, name!) }
-        ops.access = { request, id, mask in FileSystem.from(request!).access(request!, id, mask) }
-        ops.create = { request, parent, name, mode, file in FileSystem.from(request!).create(request!, parent, name!, mode, file!) }
-        ops.fallocate = { request, _, mode, offset, length, file in FileSystem.from(request!).fallocate(request!, mode, offset, length, file!) }
+        ops.link = { request, id, newParent, newName in FileSystem.serve(request, .link) { $0.link($1, id, newParent, newName!) } }
+        ops.open = { request, id, file in FileSystem.serve(request, .open) { $0.open($1, id, file!) } }
+        ops.read = { request, _, size, offset, file in FileSystem.serve(request, .read) { $0.read($1, size, offset, file!) } }
+        ops.write_buf = { request, _, buffers, offset, file in FileSystem.serve(request, .write) { $0.writeBuffer($1, buffers!, offset, file!) } }
+        ops.flush = { request, _, file in FileSystem.serve(request, .flush) { $0.flush($1, file!) } }
+        ops.release = { request, _, file in FileSystem.serve(request, .release) { $0.release($1, file!) } }
+        ops.fsync = { request, _, dataOnly, file in FileSystem.serve(request, .fsync) { $0.fsync($1, dataOnly != 0, file!) } }
+        ops.opendir = { request, id, file in FileSystem.serve(request, .opendir) { $0.opendir($1, id, file!) } }
+        ops.readdir = { request, id, size, offset, file in FileSystem.serve(request, .readdir) { $0.readdir($1, id, size, offset, file!, plus: false) } }
+        ops.readdirplus = { request, id, size, offset, file in FileSystem.serve(request, .readdirplus) { $0.readdir($1, id, size, offset, file!, plus: true) } }
+        ops.releasedir = { request, _, file in FileSystem.serve(request, .releasedir) { $0.releasedir($1, file!) } }
+        ops.fsyncdir = { request, _, dataOnly, file in FileSystem.serve(request, .fsyncdir) { $0.fsyncdir($1, dataOnly != 0, file!) } }
+        ops.statfs = { request, id in FileSystem.serve(request, .statfs) { $0.statfs($1, id) } }
+        ops.setxattr = { request, id, name, value, size, flags in FileSystem.serve(request, .setxattr) { $0.setxattr($1, id, name!, value, size, flags) } }
+        ops.getxattr = { request, id, name, size in FileSystem.serve(request, .getxattr) { $0.getxattr($1, id, name!, size) } }
+        ops.listxattr = { request, id, size in FileSystem.serve(request, .listxattr) { $0.listxattr($1, id, size) } }
+        ops.removexattr = { request, id, name in FileSystem.serve(request, .removexattr) { $0.removexattr($1, id, name!) } }
+        ops.access = { request, id, mask in FileSystem.serve(request, .access) { $0.access($1, id, mask) } }
+        ops.create = { request, parent, name, mode, file in FileSystem.serve(request, .create) { $0.create($1, parent, name!, mode, file!) } }
+        ops.fallocate = { request, _, mode, offset, length, file in FileSystem.serve(request, .fallocate) { $0.fallocate($1, mode, offset, length, file!) } }
         ops.copy_file_range = { request, _, sourceOffset, source, _, destinationOffset, destination, length, flags in
-            FileSystem.from(request!).copyFileRange(request!, sourceOffset, source!, destinationOffset, destination!, length, flags)
+            FileSystem.serve(request, .copyFileRange) { $0.copyFileRange($1, sourceOffset, source!, destinationOffset, destination!, length, flags) }
         }
-        ops.lseek = { request, _, offset, whence, file in FileSystem.from(request!).lseek(request!, offset, whence, file!) }
+        ops.lseek = { request, _, offset, whence, file in FileSystem.serve(request, .lseek) { $0.lseek($1, offset, whence, file!) } }
         return ops
     }
 

@@ -36,6 +36,7 @@ extension FileSystem {
                                            reopen: reopen(descriptor:flags:),
                                            willKeep: { [self] directory, name in ownChanges.note(nodes.path(of: directory)?.appending(name)) })
         else { return nil }
+        Instruments.saveCommitted()
         if report.created { activity.clearPendingName(of: save) }
         let node = save.node
         // With no page of the node in the kernel and no open reader that could fill one with

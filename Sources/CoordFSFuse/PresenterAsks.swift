@@ -49,7 +49,7 @@ extension FileSystem {
         while let next = remaining.popFirst() {
             let later = remaining
             // Ctrl-C ends the wait with EINTR; the presenters' answers then only release what they agreed to.
-            let wait = InterruptibleWait(request: request)
+            let wait = InterruptibleWait(request: request, metrics: requestMetrics)
             wait.register()
             if wait.answered.load(ordering: .acquiring) { return reacquire(consent) } // interrupted before it began
             let asked = presenters.ask(next.kind, path: next.path!, requester: requester, timeout: options.presenterTimeout) { [self] verdict in
@@ -61,14 +61,18 @@ extension FileSystem {
                 wait.unregister()
                 if case .refused = verdict.decision {
                     reacquire(agreed)
-                    return reply(request.raw, error: .resourceBusy)
+                    reply(request.raw, error: .resourceBusy)
+                    return wait.recordAnswer()
                 }
                 // Answers arrive on the control socket's loop or the deadline timer: go on elsewhere.
-                claimWork.async { [self, agreed] in consult(request, requester: requester, later, agreed, body) }
+                claimWork.async { [self, agreed] in
+                    wait.goOn { consult(request, requester: requester, later, agreed, body) }
+                }
             }
             if asked { return }
             guard wait.claimAnswer() else { return reacquire(consent) }
             wait.unregister()
+            wait.goOnHere()
         }
         body(consent)
     }

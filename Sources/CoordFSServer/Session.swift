@@ -396,6 +396,7 @@ final class Session {
             case .success(let grant):
                 grantClaim(id, grant, read: read, write: write, waited: .zero)
             case .failure(let conflict):
+                Instruments.claimWouldBlock()
                 let now = ContinuousClock.now
                 fail(id, .conflict, "\(Self.describe(conflict.blockers, now: now)) (not waiting: nonblock)",
                      blockers: conflict.blockers.map { ClaimHolderRecord($0, now: now) })

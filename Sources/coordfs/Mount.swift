@@ -1,6 +1,7 @@
 import ArgumentParser
 import CoordFSCore
 import CoordFSFuse
+import CoordFSMetrics
 import CoordFSServer
 import Glibc
 import Logging
@@ -93,6 +94,9 @@ struct Mount: ParsableCommand {
     @Option(help: ArgumentHelp("How to watch the backing: fanotify (names the process when run as root) or inotify (default: fanotify where the kernel allows it).", valueName: "method"))
     var watchBacking: WatchMethod?
 
+    @Option(help: ArgumentHelp("Serve Prometheus metrics at http://ADDRESS/metrics, on loopback only: 127.0.0.1:PORT, [::1]:PORT or localhost:PORT (default: none).", valueName: "address"))
+    var metrics: String?
+
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level"))
     var logLevel: Logger.Level = .notice
 
@@ -150,6 +154,12 @@ struct Mount: ParsableCommand {
     }
 
     func run() throws {
+        let metricsAddress: MetricsAddress?
+        do {
+            metricsAddress = try metrics.map { (text) throws(MetricsAddressError) in try MetricsAddress(text) }
+        } catch {
+            throw CleanExit.failure(error.description)
+        }
         let paths: (backing: String, mountpoint: String)
         do {
             paths = try Preflight.mount(backing: backing, mountpoint: mountpoint, allowOther: allowOther)
@@ -158,14 +168,15 @@ struct Mount: ParsableCommand {
         }
         if foreground {
             let readyDescriptor = getenv(readyDescriptorVariable).flatMap { Int32(String(cString: $0)) }
-            throw serve(paths, readyDescriptor: readyDescriptor)
+            throw serve(paths, metricsAddress: metricsAddress, readyDescriptor: readyDescriptor)
         }
         throw Daemon.start(readyVariable: readyDescriptorVariable)
     }
 
     /// Mounts and serves in this process. With a ready descriptor (a background daemon), says
     /// "ready" on it once mounted and then lets go of the terminal.
-    private func serve(_ paths: (backing: String, mountpoint: String), readyDescriptor: Int32?) -> ExitCode {
+    private func serve(_ paths: (backing: String, mountpoint: String), metricsAddress: MetricsAddress?,
+                       readyDescriptor: Int32?) -> ExitCode {
         var logger = Logger(label: "coordfs")
         logger.logLevel = logLevel
         if let readyDescriptor {
@@ -176,6 +187,9 @@ struct Mount: ParsableCommand {
         let socketPath = socketPath(mountpoint: paths.mountpoint)
         var options = mountOptions
         options.controlSocket = socketPath
+        options.measuresRequests = metricsAddress != nil
+        // Before anything that counts is made: swift-metrics instruments take their backend when created.
+        let registry = metricsAddress.map { _ in MetricsBackend.bootstrap() }
         let session: MountSession
         let server: ControlServer
         do {
@@ -186,9 +200,20 @@ struct Mount: ParsableCommand {
             printError("\(error)")
             return .failure
         }
+        let metricsEndpoint: MetricsEndpoint?
+        do {
+            metricsEndpoint = try metricsAddress.map { (address) throws(MetricsEndpointError) in
+                try startMetricsEndpoint(address, registry: registry!, session.fileSystem, logger: logger)
+            }
+        } catch {
+            server.stop()
+            printError(error.description)
+            return .failure
+        }
         do {
             try session.mount()
         } catch {
+            metricsEndpoint?.stop()
             server.stop()
             printError(error.description)
             return .failure
@@ -210,8 +235,17 @@ struct Mount: ParsableCommand {
             }
         }
         let status = session.serve(stopping: { manager?.stopping() })
+        metricsEndpoint?.stop()
         server.stop()
         return ExitCode(status)
+    }
+
+    /// Serves the Prometheus endpoint: what swift-metrics counted, and what the mount's tables hold now.
+    private func startMetricsEndpoint(_ address: MetricsAddress, registry: PrometheusRegistry, _ fileSystem: FileSystem,
+                                      logger: Logger) throws(MetricsEndpointError) -> MetricsEndpoint {
+        let scraped = ScrapedSeries(registry: registry, hub: fileSystem.events, presenters: fileSystem.presenters,
+                                    claims: fileSystem.claims, nodes: fileSystem.nodes)
+        return try MetricsEndpoint.start(address, registry: registry, update: { scraped.update() }, logger: logger)
     }
 
     /// Serves the mount's events, presenters and claims on its control socket.

@@ -9,6 +9,34 @@
 #include <fuse3/fuse_lowlevel.h>
 #include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+/// The arrival of the request a thread is serving, for the request-latency metric: a FUSE
+/// operation's index and CLOCK_MONOTONIC nanoseconds (0: nothing is being timed). Per thread
+/// because a request's callback runs on one thread; a request answered later is carried to
+/// the thread that answers it (Sources/CoordFSFuse/RequestMetrics.swift). Swift cannot declare
+/// thread-locals, hence here.
+struct cfuse_request_timing {
+    uint64_t arrival;
+    uint32_t operation;
+};
+extern _Thread_local struct cfuse_request_timing cfuse_current_timing;
+
+static inline uint64_t cfuse_monotonic_nanoseconds(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+/// Takes this thread's timing, leaving none.
+static inline struct cfuse_request_timing cfuse_timing_take(void) {
+    struct cfuse_request_timing timing = cfuse_current_timing;
+    cfuse_current_timing.arrival = 0;
+    return timing;
+}
+
+static inline void cfuse_timing_put(struct cfuse_request_timing timing) { cfuse_current_timing = timing; }
 
 /// Runs the multi-threaded loop; `fuse_session_loop_mt` is a macro over a versioned symbol.
 static inline int cfuse_session_loop_mt(struct fuse_session *se, int clone_fd, unsigned int max_idle_threads, unsigned int max_threads) {

@@ -485,21 +485,28 @@ public final class Save: Sendable {
 
     /// Throws away uncommitted changes (the owner unlinked the file, or the save failed).
     public func discard() {
-        state.withLock { state in
+        let threwAway = state.withLock { state in
+            let first = !state.discarded
+            let appended = state.appending != nil
             state.discarded = true
             rollBackAppend(&state)
-            if let staged = state.staged.take() { staged.discard(in: state.directory.directory) }
+            guard let staged = state.staged.take() else { return first && appended }
+            staged.discard(in: state.directory.directory)
+            return first
         }
+        if threwAway { Instruments.savesDiscarded.increment() }
     }
 
     /// Throws away uncommitted changes of a failed save at its end, keeping the committed file.
     public func discardIfFailed() {
-        state.withLock { state in
-            guard state.failure != nil, state.writers == 0 else { return }
+        let threwAway = state.withLock { state in
+            guard state.failure != nil, state.writers == 0 else { return false }
             rollBackAppend(&state)
-            guard let staged = state.staged.take() else { return }
+            guard let staged = state.staged.take() else { return false }
             staged.discard(in: state.directory.directory)
+            return true
         }
+        if threwAway { Instruments.savesDiscarded.increment() }
     }
 
     /// The owner renamed the file: the pending commit goes to the new name.

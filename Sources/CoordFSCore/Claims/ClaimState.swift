@@ -1,5 +1,6 @@
-/// A waiter's callback and the outcome to give it, collected under the lock and run after it.
-typealias ClaimWakeup = (callback: @Sendable (ClaimWaitOutcome) -> Void, outcome: ClaimWaitOutcome)
+/// A waiter's callback and the outcome to give it, collected under the lock and run after it
+/// (with when it started waiting, for the wait-time metric).
+typealias ClaimWakeup = (callback: @Sendable (ClaimWaitOutcome) -> Void, outcome: ClaimWaitOutcome, waitedSince: ContinuousClock.Instant)
 
 /// Who asks: the owner the claims will belong to, and the lineage that decides which explicit
 /// claims it passes through.
@@ -234,7 +235,7 @@ struct ClaimState {
             guard waiter.isWaiting, !isBlocked(waiter.requests, owner: waiter.requester, ticket: waiter.ticket) else { continue }
             dequeue(waiter)
             let grant = grant(waiter.requests, owner: waiter.owner)
-            wakeups.append((waiter.onOutcome, .granted(grant)))
+            wakeups.append((waiter.onOutcome, .granted(grant), waiter.since))
             for request in waiter.requests { addCandidates(overlapping: request.path, to: &candidates) }
             addCandidates(affectedByGrantTo: waiter.owner, to: &candidates)
         }
@@ -274,7 +275,7 @@ struct ClaimState {
         while let waiter = deadlines.first, waiter.deadline <= now {
             let blockers = blockers(of: waiter.requests, owner: waiter.requester, ticket: waiter.ticket)
             dequeue(waiter)
-            wakeups.append((waiter.onOutcome, .timedOut(blockers: blockers)))
+            wakeups.append((waiter.onOutcome, .timedOut(blockers: blockers), waiter.since))
             freed.append(contentsOf: waiter.requests.lazy.map(\.path))
         }
         wake(overlapping: freed, into: &wakeups)

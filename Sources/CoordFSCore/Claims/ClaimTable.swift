@@ -68,6 +68,7 @@ public final class ClaimTable: Sendable {
             return (.success(grant), wakeups)
         }
         Self.run(wakeups)
+        if case .success = result { Instruments.claimsGranted.increment() }
         return result
     }
 
@@ -92,6 +93,7 @@ public final class ClaimTable: Sendable {
             return (.waiting(ClaimWaitTicket(id: waiter.ticket)), [])
         }
         Self.run(wakeups)
+        if case .granted = attempt { Instruments.claimsGranted.increment() }
         return attempt
     }
 
@@ -99,15 +101,16 @@ public final class ClaimTable: Sendable {
     /// False when it was already granted or timed out (its callback has run or is running).
     @discardableResult
     public func cancel(_ ticket: ClaimWaitTicket) -> Bool {
-        let (removed, wakeups) = withState { locked -> (Bool, [ClaimWakeup]) in
-            guard let waiter = locked.claims.waiters[ticket.id] else { return (false, []) }
+        let (removed, wakeups) = withState { locked -> (ContinuousClock.Instant?, [ClaimWakeup]) in
+            guard let waiter = locked.claims.waiters[ticket.id] else { return (nil, []) }
             locked.claims.dequeue(waiter)
             var wakeups: [ClaimWakeup] = []
             locked.claims.wake(overlapping: waiter.requests.lazy.map(\.path), into: &wakeups)
-            return (true, wakeups)
+            return (waiter.since, wakeups)
         }
         Self.run(wakeups)
-        return removed
+        if let waitedSince = removed { Self.countWithdrawn(since: waitedSince) }
+        return removed != nil
     }
 
     /// Releases a grant (a second release does nothing) and wakes the waiters that can now go,
@@ -131,7 +134,7 @@ public final class ClaimTable: Sendable {
     /// them, returning their tickets: what a control-socket client's disconnect does.
     @discardableResult
     public func releaseAll(of owner: ClaimOwner) -> [ClaimWaitTicket] {
-        let (tickets, wakeups) = withState { locked -> ([ClaimWaitTicket], [ClaimWakeup]) in
+        let (withdrawn, wakeups) = withState { locked -> ([(ticket: UInt64, since: ContinuousClock.Instant)], [ClaimWakeup]) in
             var held: [Hold] = []
             locked.claims.trie.forEachEntry { entry in
                 held.append(contentsOf: entry.holds.lazy.filter { $0.owner == owner })
@@ -146,10 +149,11 @@ public final class ClaimTable: Sendable {
             var wakeups: [ClaimWakeup] = []
             let paths = held.lazy.map(\.path) + queued.lazy.flatMap { $0.requests.lazy.map(\.path) }
             locked.claims.wake(overlapping: paths, into: &wakeups)
-            return (queued.map { ClaimWaitTicket(id: $0.ticket) }, wakeups)
+            return (queued.map { ($0.ticket, $0.since) }, wakeups)
         }
         Self.run(wakeups)
-        return tickets
+        for waiter in withdrawn { Self.countWithdrawn(since: waiter.since) }
+        return withdrawn.map { ClaimWaitTicket(id: $0.ticket) }
     }
 
     /// Number of live entries (path nodes) in the table: 0 when nothing is held or waited for.
@@ -214,6 +218,17 @@ public final class ClaimTable: Sendable {
     private static func run(_ wakeups: [ClaimWakeup]) {
         for wakeup in wakeups {
             wakeup.callback(wakeup.outcome)
+            switch wakeup.outcome {
+            case .granted: Instruments.claimsGranted.increment()
+            case .timedOut: Instruments.claimsTimedOut.increment()
+            }
+            Instruments.claimWaitEnded(since: wakeup.waitedSince)
         }
+    }
+
+    /// A waiter left the queue before an outcome: interrupted, cancelled, or its client gone.
+    private static func countWithdrawn(since waitedSince: ContinuousClock.Instant) {
+        Instruments.claimsInterrupted.increment()
+        Instruments.claimWaitEnded(since: waitedSince)
     }
 }

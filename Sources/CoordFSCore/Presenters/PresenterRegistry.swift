@@ -235,6 +235,7 @@ public final class PresenterRegistry: Sendable {
             return ask
         }
         if let finished {
+            Instruments.presenterTimeouts.increment()
             let late = finished.awaiting.values.sorted { $0.id < $1.id }
             finished.completion(verdict(for: finished, id: id, timedOut: late))
         }
@@ -310,6 +311,11 @@ public final class PresenterRegistry: Sendable {
                                 answered: $0.answered, timedOut: $0.timedOut, refused: $0.refused)
             }
         }
+    }
+
+    /// How many requests have been put to presenters since the mount started (each may go to several).
+    public var requestsAsked: UInt64 {
+        state.withLock { $0.nextRequestID - 1 }
     }
 
     public func pendingRequests() -> [PendingPresenterRequest] {
