@@ -2,6 +2,7 @@ import CoordFSCluster
 import CoordFSCore
 import CoordFSTestSupport
 import Dispatch
+import Foundation
 import Glibc
 import Logging
 import Synchronization
@@ -26,8 +27,10 @@ final class PendingCover: Sendable {
     /// The outcome, waiting up to `timeout` for it.
     func wait(_ timeout: Duration = .seconds(20)) -> CoverageOutcome? {
         let (seconds, attoseconds) = timeout.components
-        _ = box.done.wait(timeout: .now() + .milliseconds(Int(seconds * 1000 + attoseconds / 1_000_000_000_000_000)))
-        box.done.signal()
+        // Signalled again once passed, so that a later wait returns at once too.
+        if box.done.wait(timeout: .now() + .milliseconds(Int(seconds * 1000 + attoseconds / 1_000_000_000_000_000))) == .success {
+            box.done.signal()
+        }
         return box.outcome.withLock { $0?.0 }
     }
 
@@ -106,5 +109,273 @@ struct ClusterSessionTests {
         #expect(a.grantRoundTrips == 1)
         a.coverage.release(first)
         a.coverage.release(second)
+    }
+
+    /// Hierarchy and modes across hosts: a subtree conflicts with its ancestors' claims as the
+    /// matrix says; snapshot-read only ever waits for exclusive.
+    @Test func hierarchyAndModes() throws {
+        let a = try session("a")
+        let b = try session("b")
+        defer { a.stop(); b.stop() }
+        for (held, asked, waits) in [(request("/a", .write), request("/a/b", .write), true),
+                                     (request("/a", .read), request("/a/b", .write), true),
+                                     (request("/a/b", .write), request("/a", .read), true),
+                                     (request("/a", .read), request("/a/b", .read), false),
+                                     (request("/a", .write), request("/a/b", .snapshotRead), false),
+                                     (request("/a", .exclusive), request("/a/b", .snapshotRead), true),
+                                     (request("/a", .write), request("/ab", .write), false)] {
+            let use = try #require(PendingCover(a.coverage, [held]).use, "\(held)")
+            let pending = PendingCover(b.coverage, [asked])
+            if waits {
+                #expect(pending.wait(.milliseconds(500)) == nil, "\(asked) should wait for \(held)")
+                a.coverage.release(use)
+                let other = try #require(pending.use, "\(asked) after \(held) went")
+                b.coverage.release(other)
+            } else {
+                let other = try #require(pending.wait(.seconds(2)).flatMap { if case .covered(let use) = $0 { use } else { nil } },
+                                         "\(asked) beside \(held)")
+                #expect(a.coverage.stillHolds(use))
+                b.coverage.release(other)
+                a.coverage.release(use)
+            }
+        }
+    }
+
+    /// First come, first served across hosts: once another host waits, this host's new
+    /// conflicting covers queue behind it instead of riding on the grant it already holds.
+    @Test func aBusyHostDoesNotStarveAnother() throws {
+        let a = try session("a")
+        let b = try session("b")
+        defer { a.stop(); b.stop() }
+        let first = try #require(PendingCover(a.coverage, [request("/f", .write)]).use)
+        let second = try #require(a.coverage.coverNow([request("/f", .write)]))
+        let waiting = PendingCover(b.coverage, [request("/f", .write)])
+        #expect(waiting.wait(.milliseconds(300)) == nil)
+        // Host a now knows b waits: nothing conflicting is covered locally any more.
+        var refused = false
+        for _ in 0..<100 {
+            if let use = a.coverage.coverNow([request("/f/g", .read)]) {
+                a.coverage.release(use)
+                usleep(10_000)
+            } else {
+                refused = true
+                break
+            }
+        }
+        #expect(refused)
+        let later = PendingCover(a.coverage, [request("/f", .write)])
+        a.coverage.release(first)
+        #expect(waiting.wait(.milliseconds(300)) == nil, "b waits for a's second use")
+        a.coverage.release(second)
+        let bUse = try #require(waiting.use)
+        #expect(later.wait(.milliseconds(300)) == nil, "a's later cover waits behind b")
+        b.coverage.release(bUse)
+        let aUse = try #require(later.use)
+        a.coverage.release(aUse)
+    }
+
+    @Test func aWaitEndsAtItsDeadlineNamingTheHolder() throws {
+        let a = try session("a")
+        let b = try session("b")
+        defer { a.stop(); b.stop() }
+        let use = try #require(PendingCover(a.coverage, [request("/t", .write)]).use)
+        let waiting = PendingCover(b.coverage, [request("/t/u", .read)], within: .milliseconds(600))
+        let outcome = waiting.wait()
+        guard case .timedOut(let holders) = outcome else {
+            Issue.record("expected timedOut, got \(String(describing: outcome))")
+            return
+        }
+        #expect(holders.count == 1)
+        #expect(holders.first?.contains("pid \(getpid())") == true, "\(holders)")
+        let took = try #require(waiting.took)
+        #expect(took >= .milliseconds(600) && took < .milliseconds(1500), "\(took)")
+        #expect(b.status().waiting.isEmpty)
+        a.coverage.release(use)
+    }
+
+    @Test func nonblockingFailsAtOnceAndQueuesNothing() throws {
+        let a = try session("a")
+        let b = try session("b")
+        defer { a.stop(); b.stop() }
+        let use = try #require(PendingCover(a.coverage, [request("/n", .exclusive)]).use)
+        let attempt = PendingCover(b.coverage, [request("/n/m", .snapshotRead)], nonblocking: true)
+        guard case .wouldBlock = attempt.wait() else {
+            Issue.record("expected wouldBlock, got \(String(describing: attempt.wait()))")
+            return
+        }
+        // The holder answered the recall (its use stands): no waiting for the heartbeat (2 s).
+        let took = try #require(attempt.took)
+        #expect(took < .milliseconds(700), "\(took)")
+        #expect(b.status().waiting.isEmpty)
+        a.coverage.release(use)
+        // a still caches its grant, unused: a nonblocking request gets it back from a.
+        let after = PendingCover(b.coverage, [request("/n/m", .read)], nonblocking: true)
+        #expect(after.use != nil)
+        // Behind an earlier waiter, nonblocking fails without queueing.
+        let bUse = try #require(after.use)
+        let queued = PendingCover(a.coverage, [request("/n", .write)])
+        #expect(queued.wait(.milliseconds(300)) == nil)
+        let c = try session("c")
+        defer { c.stop() }
+        let behind = PendingCover(c.coverage, [request("/n/o", .read)], nonblocking: true)
+        guard case .wouldBlock = behind.wait() else {
+            Issue.record("expected wouldBlock behind a's request, got \(String(describing: behind.wait()))")
+            return
+        }
+        #expect(c.status().waiting.count == 1)
+        b.coverage.release(bUse)
+        let aUse = try #require(queued.use)
+        a.coverage.release(aUse)
+    }
+
+    @Test func aCancelledWaitLeavesTheQueue() throws {
+        let a = try session("a")
+        let b = try session("b")
+        defer { a.stop(); b.stop() }
+        let use = try #require(PendingCover(a.coverage, [request("/c", .write)]).use)
+        let waiting = PendingCover(b.coverage, [request("/c", .write)])
+        #expect(waiting.wait(.milliseconds(300)) == nil)
+        #expect(b.status().waiting.count == 1)
+        #expect(b.coverage.cancel(waiting.ticket))
+        #expect(!b.coverage.cancel(waiting.ticket))
+        a.coverage.release(use)
+        #expect(waiting.wait(.milliseconds(500)) == nil, "a cancelled wait never reports")
+        #expect(b.status().waiting.isEmpty)
+    }
+
+    /// A recall splits the holder's wide grant: the other host gets an unrelated path at once
+    /// while the holder's use keeps its own.
+    @Test func aRecallSplitsAWideGrant() throws {
+        let a = try session("a")
+        let b = try session("b")
+        defer { a.stop(); b.stop() }
+        let use = try #require(PendingCover(a.coverage, [request("/a/x", .write)]).use)
+        #expect(a.status().grants.map(\.path) == [Array("/".utf8)], "alone, a host gets the root")
+        let other = PendingCover(b.coverage, [request("/b", .write)])
+        let bUse = try #require(other.use)
+        #expect(try #require(other.took) < .milliseconds(700))
+        #expect(a.coverage.stillHolds(use))
+        let status = a.status()
+        let grants = Set(status.grants.map { "\($0.host) \(String(decoding: $0.path, as: UTF8.self)) \($0.mode)" })
+        #expect(grants == ["\(a.host.id) /a/x write", "\(b.host.id) /b write"])
+        #expect(status.hosts.map(\.id) == [a.host.id, b.host.id])
+        #expect(status.hosts.allSatisfy { $0.alive })
+        // a's use stands on /a/x alone now: a conflicting cover there still waits.
+        let blocked = PendingCover(b.coverage, [request("/a", .read)])
+        #expect(blocked.wait(.milliseconds(300)) == nil)
+        a.coverage.release(use)
+        #expect(blocked.use != nil)
+        b.coverage.release(bUse)
+    }
+
+    @Test func statusShowsHostsGrantsAndWaiters() throws {
+        let a = try session("a")
+        let b = try session("b")
+        defer { a.stop(); b.stop() }
+        let use = try #require(PendingCover(a.coverage, [request("/s", .exclusive)]).use)
+        let waiting = PendingCover(b.coverage, [request("/s/t", .read)])
+        #expect(waiting.wait(.milliseconds(300)) == nil)
+        let status = b.status()
+        #expect(status.connected)
+        #expect(status.hosts.map(\.mountpoint) == [Array("/mnt/a".utf8), Array("/mnt/b".utf8)])
+        #expect(status.hosts.map(\.isSelf) == [false, true])
+        #expect(status.grants.map(\.host) == [a.host.id])
+        #expect(status.waiting.map { [UInt8]($0.path) } == [Array("/s/t".utf8)])
+        #expect(status.waiting.first?.mode == .read)
+        #expect(status.waiting.first?.host == b.host.id)
+        a.coverage.release(use)
+        #expect(waiting.use != nil)
+        b.stop()
+        let after = a.status()
+        #expect(after.hosts.map(\.id) == [a.host.id], "a clean leave removes the row")
+        #expect(after.grants.allSatisfy { $0.host == a.host.id })
+    }
+}
+
+/// Losing the database: an ended session, a restart, a server that is gone.
+@Suite(.serialized)
+struct ClusterSessionFailureTests {
+    let server: PostgresServer
+    let configuration: ClusterConfiguration
+
+    init() throws {
+        server = try PostgresServer()
+        configuration = ClusterConfiguration(conninfo: server.conninfo(), name: "failures")
+    }
+
+    func session(_ name: String) throws -> ClusterSession {
+        try ClusterSession(configuration: configuration, mountpoint: Array("/mnt/\(name)".utf8), logger: Logger(label: name))
+    }
+
+    func eventually(_ within: Duration = .seconds(10), _ condition: () -> Bool) -> Bool {
+        let end = ContinuousClock.now + within
+        while ContinuousClock.now < end {
+            if condition() { return true }
+            usleep(20_000)
+        }
+        return condition()
+    }
+
+    @Test func anEndedSessionFreesItsGrantsAndComesBack() throws {
+        let a = try session("a")
+        let b = try session("b")
+        defer { a.stop(); b.stop() }
+        let use = try #require(PendingCover(a.coverage, [request("/k", .write)]).use)
+        let waiting = PendingCover(b.coverage, [request("/k", .write)])
+        #expect(waiting.wait(.milliseconds(300)) == nil)
+        let oldHost = a.host.id
+        let backend = try server.query("SELECT server_pid FROM coordfs_hosts WHERE host_id = \(oldHost)")
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let ended = ContinuousClock.now
+        try server.query("SELECT pg_terminate_backend(\(backend))")
+        let bUse = try #require(waiting.use)
+        #expect(ContinuousClock.now - ended < .milliseconds(2000), "freed after \(ContinuousClock.now - ended)")
+        #expect(!a.coverage.stillHolds(use))
+        #expect(eventually { a.isConnected && a.host.id != oldHost })
+        b.coverage.release(bUse)
+        a.coverage.release(use)
+        let again = try #require(PendingCover(a.coverage, [request("/k", .write)]).use)
+        #expect(a.coverage.stillHolds(again))
+        a.coverage.release(again)
+        #expect(!b.status().hosts.contains { $0.id == oldHost }, "the lost session's row is reaped")
+    }
+
+    @Test func aRestartPausesAndOldUsesStopHolding() throws {
+        let a = try session("a")
+        let b = try session("b")
+        defer { a.stop(); b.stop() }
+        let use = try #require(PendingCover(a.coverage, [request("/r", .write)]).use)
+        try server.restart()
+        #expect(eventually { !a.coverage.stillHolds(use) })
+        let aAgain = try #require(PendingCover(a.coverage, [request("/r", .write)]).use)
+        #expect(a.coverage.stillHolds(aAgain))
+        let waiting = PendingCover(b.coverage, [request("/r", .read)])
+        #expect(waiting.wait(.milliseconds(300)) == nil)
+        a.coverage.release(aAgain)
+        #expect(waiting.use != nil)
+        a.coverage.release(use)
+    }
+
+    @Test func aHostCutOffFailsWhatItCannotProveAndStillReads() throws {
+        let a = try session("a")
+        defer { a.stop() }
+        let use = try #require(PendingCover(a.coverage, [request("/c", .write)]).use)
+        try server.stop()
+        #expect(eventually { !a.isConnected })
+        #expect(!a.coverage.stillHolds(use))
+        #expect(a.coverage.coverNow([request("/c", .write)]) == nil)
+        let read = try #require(a.coverage.coverNow([request("/c", .snapshotRead)]))
+        a.coverage.release(read)
+        let attempt = PendingCover(a.coverage, [request("/c", .write)], within: .milliseconds(800))
+        let outcome = attempt.wait()
+        guard case .cutOff = outcome else {
+            Issue.record("expected cutOff, got \(String(describing: outcome))")
+            return
+        }
+        let took = try #require(attempt.took)
+        #expect(took >= .milliseconds(800) && took < .milliseconds(2500), "\(took)")
+        try server.start()
+        let back = PendingCover(a.coverage, [request("/c", .write)], within: .seconds(15))
+        #expect(back.use != nil)
     }
 }

@@ -15,7 +15,8 @@
 /// `o_ticket`, `o_label`):
 /// - `granted`: this host now holds `o_path` in `o_mode`;
 /// - `ticket`: the request is queued under `o_ticket`;
-/// - `holder`: host `o_host` (`o_label` "hostname (pid N)") is why the request waits;
+/// - `holder`: host `o_host` (`o_label` "hostname (pid N)") holds a conflicting grant;
+/// - `ahead`: host `o_host` queued a conflicting request earlier;
 /// - `waiting`: another host's queued request (the recall list), in ticket order.
 enum GrantFunctions {
     static func install(on connection: DatabaseConnection) throws(DatabaseError) {
@@ -79,9 +80,11 @@ enum GrantFunctions {
         """,
         // Asks for all of an operation's requests at once. Blocked (another live host holds a
         // conflicting grant, or queued a conflicting request earlier than this one: first come,
-        // first served across hosts): nonblocking returns the holders only; otherwise the
-        // requests are queued (once: a retry passes its tickets) and the grant holders are told
-        // to recall. Free: each request is granted on the widest ancestor of its path (the root
+        // first served across hosts): the requests are queued (once: a retry passes its
+        // tickets) and the grant holders are told to recall. A nonblocking request behind an
+        // earlier request is not queued (it would wait); one blocked by grants alone is, since
+        // the holder may merely cache a grant it does not use: it answers the recall, and the
+        // asking host decides then. Free: each request is granted on the widest ancestor of its path (the root
         // first) that no other host's grant or queued request conflicts with, so this host's
         // later operations there need no round trip.
         """
@@ -120,7 +123,7 @@ enum GrantFunctions {
                 EXIT WHEN attempt = 2 OR coordfs_reap(p_cluster, p_key, p_channel) = 0;
             END LOOP;
             IF by_grant IS NOT NULL OR by_request IS NOT NULL THEN
-                IF NOT p_nonblocking AND cardinality(p_tickets) = 0 THEN
+                IF (NOT p_nonblocking OR by_request IS NULL) AND cardinality(p_tickets) = 0 THEN
                     FOR j IN 1..cardinality(paths) LOOP
                         INSERT INTO coordfs_requests (cluster, host_id, path, mode)
                             VALUES (p_cluster, p_host, paths[j], p_modes[j]) RETURNING coordfs_requests.ticket INTO v_ticket;
@@ -130,8 +133,8 @@ enum GrantFunctions {
                         PERFORM pg_notify(p_channel, 'recall ' || array_to_string(by_grant, ' '));
                     END IF;
                 END IF;
-                RETURN QUERY SELECT 'holder'::text, h.host_id, NULL::bytea, NULL::smallint, NULL::bigint,
-                        h.hostname || ' (pid ' || h.pid || ')'
+                RETURN QUERY SELECT CASE WHEN h.host_id = ANY(by_grant) THEN 'holder' ELSE 'ahead' END, h.host_id,
+                        NULL::bytea, NULL::smallint, NULL::bigint, h.hostname || ' (pid ' || h.pid || ')'
                     FROM coordfs_hosts h WHERE h.cluster = p_cluster
                         AND h.host_id = ANY(coalesce(by_grant, '{}'::bigint[]) || coalesce(by_request, '{}'::bigint[]));
             ELSE
@@ -178,7 +181,7 @@ enum GrantFunctions {
             INSERT INTO coordfs_grants (cluster, host_id, path, mode, fence)
                 SELECT p_cluster, p_host, decode(a.h, 'hex'), a.m, p_fence FROM unnest(p_add_paths, p_add_modes) AS a(h, m)
                 ON CONFLICT DO NOTHING;
-            PERFORM pg_notify(p_channel, 'changed');
+            PERFORM pg_notify(p_channel, 'changed ' || p_host);
             \(waitingRows)
         END $$
         """,
@@ -190,8 +193,13 @@ enum GrantFunctions {
         BEGIN
             PERFORM pg_advisory_xact_lock(p_key::bigint);
             DELETE FROM coordfs_requests q WHERE q.cluster = p_cluster AND q.host_id = p_host AND q.ticket = ANY(p_tickets);
-            PERFORM pg_notify(p_channel, 'changed');
+            PERFORM pg_notify(p_channel, 'changed ' || p_host);
         END $$
+        """,
+        // A recalled host's answer when it gave nothing back: its uses still conflict.
+        """
+        CREATE OR REPLACE FUNCTION coordfs_answer(p_channel text, p_host bigint) RETURNS void
+        LANGUAGE sql AS $$ SELECT pg_notify(p_channel, 'changed ' || p_host) $$
         """,
         // Other hosts' queued requests, for a host told to recall.
         """
@@ -212,7 +220,7 @@ enum GrantFunctions {
             DELETE FROM coordfs_grants g WHERE g.cluster = p_cluster AND g.host_id = p_host;
             DELETE FROM coordfs_requests q WHERE q.cluster = p_cluster AND q.host_id = p_host;
             DELETE FROM coordfs_hosts h WHERE h.cluster = p_cluster AND h.host_id = p_host;
-            PERFORM pg_notify(p_channel, 'changed');
+            PERFORM pg_notify(p_channel, 'changed ' || p_host);
         END $$
         """,
     ]

@@ -32,6 +32,8 @@ final class SessionLink {
         var granted: [HeldGrant] = []
         var tickets: [Int64] = []
         var holders: [String] = []
+        /// The hosts among `holders` that hold conflicting grants (the others queued earlier).
+        var grantHolders: [Int64] = []
         var waiting: [QueuedRequest] = []
     }
 
@@ -57,6 +59,11 @@ final class SessionLink {
     func withdraw(_ tickets: [Int64]) throws(DatabaseError) {
         try connection.execute("SELECT coordfs_withdraw($1, $2::int, $3, $4::bigint, $5::bigint[])",
                                common + [.text(Self.array(tickets))])
+    }
+
+    /// Tells the host that recalled this one that it gave back what it could.
+    func answer() throws(DatabaseError) {
+        try connection.execute("SELECT coordfs_answer($1, $2::bigint)", [.text(configuration.channel), .integer(host.id)])
     }
 
     func waiting() throws(DatabaseError) -> [QueuedRequest] {
@@ -114,8 +121,9 @@ final class SessionLink {
                 if let path, let mode { reply.granted.append(HeldGrant(path, mode)) }
             case "ticket":
                 if let ticket = rows.integer(row, 4) { reply.tickets.append(ticket) }
-            case "holder":
+            case "holder", "ahead":
                 reply.holders.append(rows.text(row, 5) ?? "host \(rows.integer(row, 1) ?? 0)")
+                if rows.text(row, 0) == "holder", let host = rows.integer(row, 1) { reply.grantHolders.append(host) }
             case "waiting":
                 if let path, let mode, let ticket = rows.integer(row, 4), let host = rows.integer(row, 1) {
                     reply.waiting.append(QueuedRequest(ticket: ticket, host: host, path: path, mode: mode))

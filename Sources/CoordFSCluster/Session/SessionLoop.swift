@@ -61,6 +61,15 @@ final class SessionLoop {
             switch words.first {
             case "changed":
                 retryDue = true
+                let sender = words.dropFirst().first.flatMap { Int64($0) }
+                shared.state.withLock { state in
+                    // Requests this host gives way to may be gone: read the queue again.
+                    if !state.held.queued.isEmpty { queueDue = true }
+                    guard let sender else { return }
+                    for id in state.waiters.keys where state.waiters[id]!.answerBy != nil {
+                        state.waiters[id]!.answered.insert(sender)
+                    }
+                }
             case "recall":
                 if words.dropFirst().contains(Substring(String(link.host.id))) { queueDue = true }
             default:
@@ -87,8 +96,12 @@ final class SessionLoop {
                 state.held.queued = queued
                 state.recallDue = true
             }
+            // Recalled: answer even when every grant is still in use, so that a nonblocking
+            // request learns it at once.
+            if try !giveBack(link) { try link.answer() }
+        } else {
+            try giveBack(link)
         }
-        try giveBack(link)
     }
 
     private func proved(sentAt sent: ContinuousClock.Instant) {
@@ -111,12 +124,14 @@ final class SessionLoop {
     private func endExpiredWaits(_ link: SessionLink) throws(DatabaseError) {
         let now = ContinuousClock.now
         let expired = shared.state.withLock { state -> [CoverageWaiter] in
-            let ids = state.waiters.filter { $0.value.deadline <= now }.keys
+            let ids = state.waiters.filter { $0.value.due <= now }.keys
             return ids.compactMap { state.waiters.removeValue(forKey: $0) }
         }
         guard !expired.isEmpty else { return }
         let tickets = expired.flatMap(\.tickets)
-        for waiter in expired { waiter.onOutcome(.timedOut(holders: waiter.holders)) }
+        for waiter in expired {
+            waiter.onOutcome(waiter.nonblocking ? .wouldBlock : .timedOut(holders: waiter.holders))
+        }
         if !tickets.isEmpty {
             let sent = ContinuousClock.now
             try link.withdraw(tickets)
@@ -132,10 +147,21 @@ final class SessionLoop {
         let ids = shared.state.withLock { state in
             state.waiters.filter { retry || !$0.value.asked }.keys.sorted()
         }
-        for id in ids { try ask(id, link) }
+        for id in ids {
+            do throws(DatabaseError) {
+                if try ask(id, link) { queueDue = false }  // each answer carries the queue
+            } catch {
+                guard !error.connectionLost, link.connection.isOpen else { throw error }
+                // The database refused the statement itself: asking again would fail again.
+                logger.error("cluster: asking for a grant failed: \(error)")
+                let waiter = shared.state.withLock { $0.waiters.removeValue(forKey: id) }
+                waiter?.onOutcome(.cutOff(reason: "the cluster's database refused the request: \(error)"))
+            }
+        }
     }
 
-    private func ask(_ id: UInt64, _ link: SessionLink) throws(DatabaseError) {
+    /// Covers waiter `id` from the grants held, or asks the database; true when it asked.
+    private func ask(_ id: UInt64, _ link: SessionLink) throws(DatabaseError) -> Bool {
         var delivery: (@Sendable (CoverageOutcome) -> Void, CoverageOutcome)?
         let question = shared.state.withLock { state -> CoverageWaiter? in
             guard let waiter = state.waiters[id] else { return nil }
@@ -148,7 +174,7 @@ final class SessionLoop {
             return waiter
         }
         if let (onOutcome, outcome) = delivery { onOutcome(outcome) }
-        guard let question else { return }
+        guard let question else { return false }
         let sent = ContinuousClock.now
         shared.grantRoundTrips.add(1, ordering: .relaxed)
         let reply = try link.acquire(question.requests, tickets: question.tickets, nonblocking: question.nonblocking)
@@ -162,35 +188,49 @@ final class SessionLoop {
                 if let waiter = state.waiters.removeValue(forKey: id) {
                     delivery = (waiter.onOutcome, .covered(state.makeUse(waiter.requests)))
                 }
-            } else if question.nonblocking {
-                if let waiter = state.waiters.removeValue(forKey: id) {
+            } else if let waiter = state.waiters[id] {
+                let tickets = reply.tickets.isEmpty ? waiter.tickets : reply.tickets
+                // Nonblocking: fails behind an earlier request (not queued), or once every
+                // holder answered the recall and still holds.
+                if waiter.nonblocking && (tickets.isEmpty
+                                          || (!waiter.tickets.isEmpty && Set(reply.grantHolders).isSubset(of: waiter.answered))) {
+                    state.waiters[id] = nil
                     delivery = (waiter.onOutcome, .wouldBlock)
+                    orphaned = tickets
+                } else {
+                    state.waiters[id]!.tickets = tickets
+                    state.waiters[id]!.asked = true
+                    state.waiters[id]!.holders = reply.holders
+                    state.waiters[id]!.grantHolders = Set(reply.grantHolders)
+                    if waiter.nonblocking && waiter.answerBy == nil {
+                        state.waiters[id]!.answerBy = sent + configuration.heartbeat
+                    }
                 }
-            } else if state.waiters[id] != nil {
-                if !reply.tickets.isEmpty { state.waiters[id]!.tickets = reply.tickets }
-                state.waiters[id]!.asked = true
-                state.waiters[id]!.holders = reply.holders
             } else {
                 orphaned = reply.tickets  // cancelled during the round trip
             }
         }
         if let (onOutcome, outcome) = delivery { onOutcome(outcome) }
         if !orphaned.isEmpty { try link.withdraw(orphaned) }
+        return true
     }
 
-    /// The recall: gives back what other hosts wait for, keeping what local uses stand on.
-    private func giveBack(_ link: SessionLink) throws(DatabaseError) {
+    /// The recall: gives back what other hosts wait for, keeping what local uses stand on;
+    /// true when it changed anything.
+    @discardableResult
+    private func giveBack(_ link: SessionLink) throws(DatabaseError) -> Bool {
         let change = shared.state.withLock { state -> (dropped: [HeldGrant], added: [HeldGrant])? in
             guard state.recallDue else { return nil }
             state.recallDue = false
             return state.held.recall()
         }
-        guard let change else { return }
+        guard let change else { return false }
         logger.debug("cluster: giving back \(change.dropped), keeping \(change.added)")
         let sent = ContinuousClock.now
         let queued = try link.replace(dropping: change.dropped, adding: change.added)
         proved(sentAt: sent)
         shared.state.withLock { $0.held.queued = queued }
+        return true
     }
 
     // MARK: Lost and found
@@ -221,6 +261,9 @@ final class SessionLoop {
         do {
             let made = try SessionLink(configuration: configuration, mountpoint: shared.mountpoint)
             link = made
+            // The lost session's row is likely dead by now: reaping it at once wakes whoever
+            // waits for its grants, sooner than the next heartbeat of any host.
+            _ = try? made.reap()
             nextHeartbeat = .now + configuration.heartbeat
             retryDue = true
             shared.state.withLock { state in
@@ -261,7 +304,7 @@ final class SessionLoop {
         var until = link == nil ? nextReconnect : nextHeartbeat
         let connected = link != nil
         let (deadline, busy) = shared.state.withLock { state in
-            (state.waiters.values.map(\.deadline).min(),
+            (state.waiters.values.map(\.due).min(),
              !state.jobs.isEmpty || !state.withdrawals.isEmpty || state.stopping
                 || (connected && state.waiters.values.contains { !$0.asked }))
         }

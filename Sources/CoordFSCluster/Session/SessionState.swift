@@ -15,6 +15,15 @@ struct CoverageWaiter {
     var asked = false
     /// Who it waits for, as the last attempt found them.
     var holders: [String] = []
+    /// Nonblocking and queued behind grants only: the holders may merely cache them, so it
+    /// waits for each holder's answer to the recall (`changed <host>`), and no later than this.
+    var answerBy: ContinuousClock.Instant?
+    /// The grant holders it waits for, and those that answered since it was queued.
+    var grantHolders: Set<Int64> = []
+    var answered: Set<Int64> = []
+
+    /// When the session thread must end it if nothing else does.
+    var due: ContinuousClock.Instant { answerBy.map { min($0, deadline) } ?? deadline }
 }
 
 /// Everything the session thread and the callers of `ClusterCoverage` share.
