@@ -268,6 +268,41 @@ struct ClusterSessionTests {
         b.coverage.release(bUse)
     }
 
+    /// An operation's requests are granted together or not at all: while one waits, the
+    /// others are not held (so no two hosts can each hold half of what the other needs).
+    @Test func anOperationHoldsNothingWhileItWaits() throws {
+        let a = try session("a")
+        let b = try session("b")
+        defer { a.stop(); b.stop() }
+        let use = try #require(PendingCover(a.coverage, [request("/x", .write)]).use)
+        let both = PendingCover(b.coverage, [request("/y", .write), request("/x/z", .write)])
+        #expect(both.wait(.milliseconds(500)) == nil)
+        #expect(!b.status().grants.contains { $0.host == b.host.id })
+        a.coverage.release(use)
+        let bUse = try #require(both.use)
+        #expect(bUse.requests.count == 2)
+        b.coverage.release(bUse)
+    }
+
+    /// Names are bytes: a component that is not UTF-8, or holds LIKE's wildcards, is compared
+    /// exactly, and a prefix that ends inside a component is no ancestor.
+    @Test func pathsAreComparedAsBytes() throws {
+        let a = try session("a")
+        let b = try session("b")
+        defer { a.stop(); b.stop() }
+        let odd = try #require(MountPath(bytes: [0x2f, 0xff, 0x25, 0x5f, 0x5c]))
+        let sibling = try #require(MountPath(bytes: [0x2f, 0xff, 0x25, 0x5f, 0x5c, 0x78]))
+        let beneath = try #require(MountPath(bytes: [0x2f, 0xff, 0x25, 0x5f, 0x5c, 0x2f, 0x00 + 0x79]))
+        let use = try #require(PendingCover(a.coverage, [ClaimRequest(odd, .exclusive)]).use)
+        let beside = try #require(PendingCover(b.coverage, [ClaimRequest(sibling, .exclusive)]).use)
+        let under = PendingCover(b.coverage, [ClaimRequest(beneath, .snapshotRead)])
+        #expect(under.wait(.milliseconds(500)) == nil)
+        #expect(a.status().grants.contains { $0.path == odd.bytes && $0.host == a.host.id })
+        a.coverage.release(use)
+        #expect(under.use != nil)
+        b.coverage.release(beside)
+    }
+
     @Test func statusShowsHostsGrantsAndWaiters() throws {
         let a = try session("a")
         let b = try session("b")
@@ -338,6 +373,25 @@ struct ClusterSessionFailureTests {
         #expect(a.coverage.stillHolds(again))
         a.coverage.release(again)
         #expect(!b.status().hosts.contains { $0.id == oldHost }, "the lost session's row is reaped")
+    }
+
+    /// A session that stops answering (its server process stopped) is trusted no longer
+    /// than `leaseValidity` after its last confirmed round trip, though its socket stays open.
+    @Test func aSilentSessionStopsBeingTrustedAfterItsLease() throws {
+        let a = try session("a")
+        defer { a.stop() }
+        let use = try #require(PendingCover(a.coverage, [request("/l", .write)]).use)
+        let backend = try #require(Int32(try server.query("SELECT server_pid FROM coordfs_hosts WHERE host_id = \(a.host.id)")
+            .trimmingCharacters(in: .whitespacesAndNewlines)))
+        kill(backend, SIGSTOP)
+        let stopped = ContinuousClock.now
+        #expect(eventually { !a.coverage.stillHolds(use) })
+        let after = ContinuousClock.now - stopped
+        kill(backend, SIGCONT)
+        #expect(after <= configuration.leaseValidity + .milliseconds(300), "\(after)")
+        #expect(after >= configuration.leaseValidity - configuration.heartbeat - .milliseconds(300), "\(after)")
+        #expect(eventually { a.coverage.stillHolds(use) }, "the same session answers again: its uses hold again")
+        a.coverage.release(use)
     }
 
     @Test func aRestartPausesAndOldUsesStopHolding() throws {

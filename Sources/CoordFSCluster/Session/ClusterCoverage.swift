@@ -1,4 +1,5 @@
 import CoordFSCore
+import Dispatch
 
 /// Coverage by the other hosts of the cluster: grants this host holds in coordfs_grants,
 /// cached here so that an operation under a grant needs no round trip.
@@ -44,13 +45,19 @@ final class ClusterCoverage: HostCoverage {
 
     func cover(_ requests: [ClaimRequest], deadline: ContinuousClock.Instant, nonblocking: Bool,
                onOutcome: @escaping @Sendable (CoverageOutcome) -> Void) -> CoverageTicket {
-        let id = shared.state.withLock { state in
+        let (id, stopped) = shared.state.withLock { state in
             let id = state.takeID()
+            guard !state.stopping else { return (id, true) }
             state.waiters[id] = CoverageWaiter(requests: requests, deadline: deadline, nonblocking: nonblocking,
                                                onOutcome: onOutcome)
-            return id
+            return (id, false)
         }
-        shared.signal()
+        if stopped {
+            // No session thread to answer: answered from another thread all the same.
+            DispatchQueue.global().async { onOutcome(.cutOff(reason: "the mount is stopping")) }
+        } else {
+            shared.signal()
+        }
         return CoverageTicket(id: id)
     }
 

@@ -81,9 +81,12 @@ public final class ClusterSession: Sendable {
                 answer.withLock { $0 = status }
                 done.signal()
         }
-        shared.state.withLock { $0.jobs.append(job) }
+        let (problem, stopping) = shared.state.withLock { state in
+            if !state.stopping { state.jobs.append(job) }
+            return (state.problem, state.stopping)
+        }
+        if stopping { return ClusterStatus(hosts: [], grants: [], waiting: [], connected: false, problem: "the mount is stopping") }
         shared.signal()
-        let problem = shared.state.withLock { $0.problem }
         guard done.wait(timeout: .now() + 5) == .success, let status = answer.withLock({ $0 }) else {
             return ClusterStatus(hosts: [], grants: [], waiting: [], connected: false,
                                  problem: problem ?? "the cluster session did not answer in 5 s")
