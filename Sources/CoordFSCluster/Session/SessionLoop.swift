@@ -17,8 +17,10 @@ final class SessionLoop {
     private var nextReconnect: ContinuousClock.Instant = .now
     /// A `changed` wake-up came: the waiters ask again.
     private var retryDue = false
-    /// A `recall` named this host: read the other hosts' queue.
+    /// Read the other hosts' queue (it may have changed).
     private var queueDue = false
+    /// A `recall` named this host: read the queue, give back, and answer.
+    private var recalled = false
 
     private var configuration: ClusterConfiguration { shared.configuration }
     private var logger: Logger { shared.logger }
@@ -60,8 +62,10 @@ final class SessionLoop {
             let words = notification.payload.split(separator: " ")
             switch words.first {
             case "changed":
-                retryDue = true
                 let sender = words.dropFirst().first.flatMap { Int64($0) }
+                // This host's own changes never unblock its own waiters.
+                if sender == link.host.id { continue }
+                retryDue = true
                 shared.state.withLock { state in
                     // Requests this host gives way to may be gone: read the queue again.
                     if !state.held.queued.isEmpty { queueDue = true }
@@ -71,7 +75,7 @@ final class SessionLoop {
                     }
                 }
             case "recall":
-                if words.dropFirst().contains(Substring(String(link.host.id))) { queueDue = true }
+                if words.dropFirst().contains(Substring(String(link.host.id))) { recalled = true }
             default:
                 break
             }
@@ -87,8 +91,10 @@ final class SessionLoop {
         try withdrawCancelled(link)
         try endExpiredWaits(link)
         try askForWaiters(link)
-        if queueDue {
+        if queueDue || recalled {
+            let answer = recalled
             queueDue = false
+            recalled = false
             let sent = ContinuousClock.now
             let queued = try link.waiting()
             proved(sentAt: sent)
@@ -98,7 +104,7 @@ final class SessionLoop {
             }
             // Recalled: answer even when every grant is still in use, so that a nonblocking
             // request learns it at once.
-            if try !giveBack(link) { try link.answer() }
+            if try !giveBack(link), answer { try link.answer() }
         } else {
             try giveBack(link)
         }
@@ -149,7 +155,7 @@ final class SessionLoop {
         }
         for id in ids {
             do throws(DatabaseError) {
-                if try ask(id, link) { queueDue = false }  // each answer carries the queue
+                if try ask(id, link), !recalled { queueDue = false }  // each answer carries the queue
             } catch {
                 guard !error.connectionLost, link.connection.isOpen else { throw error }
                 // The database refused the statement itself: asking again would fail again.
