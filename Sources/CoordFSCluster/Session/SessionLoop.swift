@@ -89,8 +89,9 @@ final class SessionLoop {
             if shared.state.withLock({ $0.waiters.values.contains { !$0.tickets.isEmpty } }) { retryDue = true }
         }
         try withdrawCancelled(link)
-        try endExpiredWaits(link)
+        // Asked before deadlines are looked at, so a wait with no time left still gets what is free.
         try askForWaiters(link)
+        try endExpiredWaits(link)
         if queueDue || recalled {
             let answer = recalled
             queueDue = false
