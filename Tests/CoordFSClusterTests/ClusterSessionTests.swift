@@ -453,6 +453,16 @@ struct ClusterSessionFailureTests {
         a.coverage.release(use)
     }
 
+    @Test func aDatabaseThatCannotBeReachedFailsTheStartInOneLine() throws {
+        let unreachable = ClusterConfiguration(conninfo: "postgresql:///postgres?host=/nonexistent&port=5432", name: "nowhere")
+        #expect {
+            _ = try ClusterSession(configuration: unreachable, mountpoint: Array("/mnt/x".utf8), logger: Logger(label: "x"))
+        } throws: { error in
+            let message = (error as? DatabaseError)?.description ?? ""
+            return message.hasPrefix("cannot join cluster nowhere: ") && !message.contains("\n")
+        }
+    }
+
     @Test func aRestartPausesAndOldUsesStopHolding() throws {
         let a = try session("a")
         let b = try session("b")

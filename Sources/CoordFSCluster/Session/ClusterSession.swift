@@ -23,7 +23,16 @@ public final class ClusterSession: Sendable {
     /// database cannot be reached at mount time.
     public init(configuration: ClusterConfiguration, mountpoint: [UInt8], logger: Logger) throws(DatabaseError) {
         let sent = ContinuousClock.now
-        let link = try SessionLink(configuration: configuration, mountpoint: mountpoint)
+        let link: SessionLink
+        do throws(DatabaseError) {
+            link = try SessionLink(configuration: configuration, mountpoint: mountpoint)
+        } catch {
+            // libpq's messages run over several lines; a mount that cannot start says it in one.
+            let message = error.description.split(whereSeparator: \.isNewline)
+                .map { $0.trimmingPrefix(while: \.isWhitespace) }.joined(separator: "; ")
+            throw DatabaseError("cannot join cluster \(configuration.name): \(message)", sqlState: error.sqlState,
+                                connectionLost: error.connectionLost)
+        }
         let wake: OwnedDescriptor
         do {
             wake = try Syscall.eventCounter()
