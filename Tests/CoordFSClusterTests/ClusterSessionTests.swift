@@ -446,7 +446,18 @@ struct ClusterSessionFailureTests {
         let stopped = ContinuousClock.now
         #expect(eventually { !a.coverage.stillHolds(use) })
         let after = ContinuousClock.now - stopped
+        // The session thread is stuck in its heartbeat: a wait still ends at its deadline.
+        #expect(a.coverage.coverNow([request("/l", .write)]) == nil)
+        #expect(a.coverage.coverNow([request("/l", .snapshotRead)]) != nil, "reads go on without proof")
+        let attempt = PendingCover(a.coverage, [request("/m", .write)], within: .milliseconds(500))
+        let outcome = attempt.wait(.seconds(3))
         kill(backend, SIGCONT)
+        guard case .cutOff = outcome else {
+            Issue.record("expected cutOff, got \(String(describing: outcome))")
+            return
+        }
+        let took = try #require(attempt.took)
+        #expect(took < .milliseconds(1000), "\(took)")
         #expect(after <= configuration.leaseValidity + .milliseconds(300), "\(after)")
         #expect(after >= configuration.leaseValidity - configuration.heartbeat - .milliseconds(300), "\(after)")
         #expect(eventually { a.coverage.stillHolds(use) }, "the same session answers again: its uses hold again")

@@ -101,6 +101,24 @@ final class SessionShared: Sendable {
         close(wake)
     }
 
+    /// Ends waiter `id` if its deadline has passed (whoever comes first, this or the session
+    /// thread, removes it under the lock: its outcome is given once). Its queued requests are
+    /// left for the session thread to withdraw.
+    func endWaitIfDue(_ id: UInt64) {
+        let validity = configuration.leaseValidity
+        let ended = state.withLock { state -> (CoverageWaiter, CoverageOutcome)? in
+            guard let waiter = state.waiters[id], waiter.deadline <= .now else { return nil }
+            state.waiters[id] = nil
+            state.withdrawals += waiter.tickets
+            if waiter.nonblocking { return (waiter, .wouldBlock) }
+            if state.leaseHolds(validity: validity) { return (waiter, .timedOut(holders: waiter.holders)) }
+            return (waiter, .cutOff(reason: state.problem ?? "the cluster's database does not answer"))
+        }
+        guard let (waiter, outcome) = ended else { return }
+        waiter.onOutcome(outcome)
+        signal()
+    }
+
     func signal() {
         var one: UInt64 = 1
         _ = Glibc.write(wake, &one, 8)
