@@ -89,7 +89,7 @@ enum GrantFunctions {
         // later operations there need no round trip.
         """
         CREATE OR REPLACE FUNCTION coordfs_acquire(p_cluster text, p_key int, p_channel text, p_host bigint,
-            p_fence bigint, p_paths text[], p_modes smallint[], p_tickets bigint[], p_nonblocking boolean)
+            p_fence bigint, p_paths text[], p_modes smallint[], p_tickets bigint[], p_nonblocking boolean, p_recall boolean)
         RETURNS \(rowShape)
         LANGUAGE plpgsql AS $$
         DECLARE
@@ -132,6 +132,10 @@ enum GrantFunctions {
                     IF by_grant IS NOT NULL THEN
                         PERFORM pg_notify(p_channel, 'recall ' || array_to_string(by_grant, ' '));
                     END IF;
+                ELSIF p_recall AND by_grant IS NOT NULL AND cardinality(p_tickets) > 0 THEN
+                    -- Asked again by the heartbeat: tell the holders once more, should a
+                    -- recall have gone astray.
+                    PERFORM pg_notify(p_channel, 'recall ' || array_to_string(by_grant, ' '));
                 END IF;
                 RETURN QUERY SELECT CASE WHEN h.host_id = ANY(by_grant) THEN 'holder' ELSE 'ahead' END, h.host_id,
                         NULL::bytea, NULL::smallint, NULL::bigint, h.hostname || ' (pid ' || h.pid || ')'

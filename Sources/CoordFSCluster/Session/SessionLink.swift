@@ -37,12 +37,14 @@ final class SessionLink {
         var waiting: [QueuedRequest] = []
     }
 
-    func acquire(_ requests: [ClaimRequest], tickets: [Int64], nonblocking: Bool) throws(DatabaseError) -> Reply {
+    /// `recall`: a queued request asked again tells its holders again.
+    func acquire(_ requests: [ClaimRequest], tickets: [Int64], nonblocking: Bool, recall: Bool) throws(DatabaseError) -> Reply {
         let rows = try connection.execute("""
-            SELECT * FROM coordfs_acquire($1, $2::int, $3, $4::bigint, $5::bigint, $6::text[], $7::smallint[], $8::bigint[], $9::boolean)
+            SELECT * FROM coordfs_acquire($1, $2::int, $3, $4::bigint, $5::bigint, $6::text[], $7::smallint[], $8::bigint[],
+                                          $9::boolean, $10::boolean)
             """, common + [.integer(fence), .text(Self.hexArray(requests.map(\.path))),
                            .text(Self.array(requests.map { Int64($0.mode.rawValue) })), .text(Self.array(tickets)),
-                           .boolean(nonblocking)])
+                           .boolean(nonblocking), .boolean(recall)])
         return Self.reply(rows)
     }
 

@@ -17,6 +17,8 @@ final class SessionLoop {
     private var nextReconnect: ContinuousClock.Instant = .now
     /// A `changed` wake-up came: the waiters ask again.
     private var retryDue = false
+    /// The heartbeat came with waiters queued: they ask again, and recall their holders again.
+    private var recallAgain = false
     /// Read the other hosts' queue (it may have changed).
     private var queueDue = false
     /// A `recall` named this host: read the queue, give back, and answer.
@@ -42,51 +44,43 @@ final class SessionLoop {
                 do throws(DatabaseError) {
                     try serve(link)
                 } catch {
-                    if error.connectionLost || !link.connection.isOpen {
-                        lose(error)
-                    } else {
-                        logger.warning("cluster session: \(error)")
-                    }
+                    failed(error, link)
                 }
             }
             if link == nil { endWaitsWhileCutOff() }
             runJobs()
+            // libpq reads notifications that arrive during a round trip along with its result
+            // and keeps them: the socket will not wake the poll for those, so they are read now.
+            if let link {
+                do throws(DatabaseError) {
+                    try readNotifications(link)
+                } catch {
+                    failed(error, link)
+                }
+            }
             sleep()
+        }
+    }
+
+    private func failed(_ error: DatabaseError, _ link: SessionLink) {
+        if error.connectionLost || !link.connection.isOpen {
+            lose(error)
+        } else {
+            logger.warning("cluster session: \(error)")
         }
     }
 
     // MARK: Connected
 
     private func serve(_ link: SessionLink) throws(DatabaseError) {
-        for notification in try link.connection.notifications() where notification.channel == configuration.channel {
-            let words = notification.payload.split(separator: " ")
-            switch words.first {
-            case "changed":
-                let sender = words.dropFirst().first.flatMap { Int64($0) }
-                // This host's own changes never unblock its own waiters.
-                if sender == link.host.id { continue }
-                retryDue = true
-                shared.state.withLock { state in
-                    // Requests this host gives way to may be gone: read the queue again.
-                    if !state.held.queued.isEmpty { queueDue = true }
-                    guard let sender else { return }
-                    for id in state.waiters.keys where state.waiters[id]!.answerBy != nil {
-                        state.waiters[id]!.answered.insert(sender)
-                    }
-                }
-            case "recall":
-                if words.dropFirst().contains(Substring(String(link.host.id))) { recalled = true }
-            default:
-                break
-            }
-        }
+        try readNotifications(link)
         let now = ContinuousClock.now
         if now >= nextHeartbeat {
             try link.reap()
             proved(sentAt: now)
             nextHeartbeat = now + configuration.heartbeat
             // A safety net under the wake-ups: queued waiters ask again once a heartbeat.
-            if shared.state.withLock({ $0.waiters.values.contains { !$0.tickets.isEmpty } }) { retryDue = true }
+            if shared.state.withLock({ $0.waiters.values.contains { !$0.tickets.isEmpty } }) { recallAgain = true }
         }
         try withdrawCancelled(link)
         // Asked before deadlines are looked at, so a wait with no time left still gets what is free.
@@ -108,6 +102,32 @@ final class SessionLoop {
             if try !giveBack(link), answer { try link.answer() }
         } else {
             try giveBack(link)
+        }
+    }
+
+    /// Takes in the wake-ups received so far.
+    private func readNotifications(_ link: SessionLink) throws(DatabaseError) {
+        for notification in try link.connection.notifications() where notification.channel == configuration.channel {
+            let words = notification.payload.split(separator: " ")
+            switch words.first {
+            case "changed":
+                let sender = words.dropFirst().first.flatMap { Int64($0) }
+                // This host's own changes never unblock its own waiters.
+                if sender == link.host.id { continue }
+                retryDue = true
+                shared.state.withLock { state in
+                    // Requests this host gives way to may be gone: read the queue again.
+                    if !state.held.queued.isEmpty { queueDue = true }
+                    guard let sender else { return }
+                    for id in state.waiters.keys where state.waiters[id]!.answerBy != nil {
+                        state.waiters[id]!.answered.insert(sender)
+                    }
+                }
+            case "recall":
+                if words.dropFirst().contains(Substring(String(link.host.id))) { recalled = true }
+            default:
+                break
+            }
         }
     }
 
@@ -149,14 +169,16 @@ final class SessionLoop {
     /// Asks for every waiter not asked yet in this session, and, after a wake-up, for those
     /// queued, in arrival order (ids grow).
     private func askForWaiters(_ link: SessionLink) throws(DatabaseError) {
-        let retry = retryDue
+        let recall = recallAgain
+        let retry = retryDue || recall
         retryDue = false
+        recallAgain = false
         let ids = shared.state.withLock { state in
             state.waiters.filter { retry || !$0.value.asked }.keys.sorted()
         }
         for id in ids {
             do throws(DatabaseError) {
-                if try ask(id, link), !recalled { queueDue = false }  // each answer carries the queue
+                if try ask(id, link, recall: recall), !recalled { queueDue = false }  // each answer carries the queue
             } catch {
                 guard !error.connectionLost, link.connection.isOpen else { throw error }
                 // The database refused the statement itself: asking again would fail again.
@@ -168,7 +190,7 @@ final class SessionLoop {
     }
 
     /// Covers waiter `id` from the grants held, or asks the database; true when it asked.
-    private func ask(_ id: UInt64, _ link: SessionLink) throws(DatabaseError) -> Bool {
+    private func ask(_ id: UInt64, _ link: SessionLink, recall: Bool) throws(DatabaseError) -> Bool {
         var delivery: (@Sendable (CoverageOutcome) -> Void, CoverageOutcome)?
         let question = shared.state.withLock { state -> CoverageWaiter? in
             guard let waiter = state.waiters[id] else { return nil }
@@ -184,7 +206,8 @@ final class SessionLoop {
         guard let question else { return false }
         let sent = ContinuousClock.now
         shared.grantRoundTrips.add(1, ordering: .relaxed)
-        let reply = try link.acquire(question.requests, tickets: question.tickets, nonblocking: question.nonblocking)
+        let reply = try link.acquire(question.requests, tickets: question.tickets, nonblocking: question.nonblocking,
+                                     recall: recall)
         proved(sentAt: sent)
         var orphaned: [Int64] = []
         shared.state.withLock { state in
@@ -313,9 +336,9 @@ final class SessionLoop {
         let (deadline, busy) = shared.state.withLock { state in
             (state.waiters.values.map(\.due).min(),
              !state.jobs.isEmpty || !state.withdrawals.isEmpty || state.stopping
-                || (connected && state.waiters.values.contains { !$0.asked }))
+                || (connected && (state.waiters.values.contains { !$0.asked } || state.recallDue)))
         }
-        if busy { return }
+        if busy || (connected && (retryDue || recallAgain || queueDue || recalled)) { return }
         if let deadline, deadline < until { until = deadline }
         let (seconds, attoseconds) = (until - now).components
         let milliseconds = max(Int32(clamping: seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000), 0)
