@@ -70,13 +70,19 @@ struct ClusterSessionTests {
         self.configuration = configuration
     }
 
-    func session(_ name: String) throws -> ClusterSession {
-        try ClusterSession(configuration: configuration, mountpoint: Array("/mnt/\(name)".utf8), logger: Logger(label: name))
+    func session(_ name: String, heartbeat: Duration? = nil) throws -> ClusterSession {
+        var configuration = configuration
+        if let heartbeat {
+            configuration.heartbeat = heartbeat
+            configuration.leaseValidity = heartbeat * 3
+        }
+        return try ClusterSession(configuration: configuration, mountpoint: Array("/mnt/\(name)".utf8), logger: Logger(label: name))
     }
 
     @Test func aConflictingCoverWaitsAndIsWokenWhenTheHolderReleases() throws {
-        let a = try session("a")
-        let b = try session("b")
+        // No heartbeat (and its retry) during the test: only the NOTIFY can wake the waiter.
+        let a = try session("a", heartbeat: .seconds(60))
+        let b = try session("b", heartbeat: .seconds(60))
         defer { a.stop(); b.stop() }
         let held = try #require(PendingCover(a.coverage, [request("/a", .write)]).use)
         let waiting = PendingCover(b.coverage, [request("/a/b", .write)])
@@ -90,7 +96,7 @@ struct ClusterSessionTests {
             return
         }
         let delay = ContinuousClock.now - released
-        #expect(delay < .milliseconds(700), "woken after \(delay), heartbeat 2 s")
+        #expect(delay < .milliseconds(1500), "woken after \(delay)")
     }
 
     @Test func anUncontendedHostAsksOnceThenCoversLocally() throws {
@@ -307,7 +313,7 @@ struct ClusterSessionTests {
     /// Three hosts, three workers each, covering random modes on overlapping paths: no two
     /// hosts ever hold conflicting uses at once, and every operation is covered in the end.
     @Test func hostsNeverHoldConflictingUsesAtOnce() throws {
-        let hosts = try ["a", "b", "c"].map(session)
+        let hosts = try ["a", "b", "c"].map { try session($0) }
         defer { hosts.forEach { $0.stop() } }
         let active = Mutex<[(host: Int, request: ClaimRequest)]>([])
         let problems = Mutex<[String]>([])
@@ -457,7 +463,7 @@ struct ClusterSessionFailureTests {
             return
         }
         let took = try #require(attempt.took)
-        #expect(took < .milliseconds(1000), "\(took)")
+        #expect(took < .milliseconds(2000), "\(took)")
         #expect(after <= configuration.leaseValidity + .milliseconds(300), "\(after)")
         #expect(after >= configuration.leaseValidity - configuration.heartbeat - .milliseconds(300), "\(after)")
         #expect(eventually { a.coverage.stillHolds(use) }, "the same session answers again: its uses hold again")

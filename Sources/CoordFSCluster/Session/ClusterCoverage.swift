@@ -61,12 +61,7 @@ final class ClusterCoverage: HostCoverage {
         // The session thread ends waits at their deadline, but it may itself be stuck in a
         // round trip to a server that stopped answering (until TCP gives up, 8 s): a timer
         // ends the wait on time all the same.
-        let (seconds, attoseconds) = (deadline - .now).components
-        let nanoseconds = max(seconds * 1_000_000_000 + attoseconds / 1_000_000_000, 0) + 1_000_000
-        let shared = self.shared
-        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: nanoseconds))) {
-            shared.endWaitIfDue(id)
-        }
+        shared.endWait(id, at: deadline)
         return CoverageTicket(id: id)
     }
 

@@ -10,7 +10,19 @@ import SystemPackage
 /// every `heartbeat` (reaping hosts whose session ended), asks for and gives back grants, and
 /// comes back after losing the database (a new host id and a new fence every time: the old
 /// row and grants are left to be reaped like a dead host's, so nothing of the lost session can
-/// be mistaken for the new one's).
+/// be mistaken for the new one's; `host` changes with it).
+///
+/// Bounds, with the default configuration:
+/// - A host whose process dies: its socket closes, the server ends its session and its
+///   liveness lock at once; its grants go at the next heartbeat of any host (≤ 1 s) or at the
+///   next request that meets them, whichever comes first.
+/// - A host whose machine or network dies: the server ends its session after
+///   `serverSideTimeout` (8 s, keepalives and TCP_USER_TIMEOUT), then as above: ≤ 9 s.
+/// - A host that cannot prove its session trusts its grants no longer than `leaseValidity`
+///   (3 s) after the last round trip that succeeded (counted from when it was sent): before
+///   the server can have ended the session and handed its grants to another host.
+/// - Lost session: reconnects at once, then every second; waits go on up to their deadline
+///   (then `.cutOff`), and every use given out before fails `stillHolds`.
 ///
 /// Sendable: the shared state is behind its lock, the thread handle behind another.
 public final class ClusterSession: Sendable {

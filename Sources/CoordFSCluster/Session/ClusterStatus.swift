@@ -13,6 +13,15 @@ public struct ClusterStatus: Sendable {
         public let alive: Bool
         /// This mount's own row.
         public let isSelf: Bool
+
+        public init(id: Int64, hostname: String, pid: Int32, mountpoint: [UInt8], alive: Bool, isSelf: Bool) {
+            self.id = id
+            self.hostname = hostname
+            self.pid = pid
+            self.mountpoint = mountpoint
+            self.alive = alive
+            self.isSelf = isSelf
+        }
     }
 
     /// A grant held, or a request waiting; `age` by the database's clock (no skew between hosts).
@@ -21,6 +30,13 @@ public struct ClusterStatus: Sendable {
         public let path: [UInt8]
         public let mode: ClaimMode
         public let age: Duration
+
+        public init(host: Int64, path: [UInt8], mode: ClaimMode, age: Duration) {
+            self.host = host
+            self.path = path
+            self.mode = mode
+            self.age = age
+        }
     }
 
     public let hosts: [Host]
@@ -31,4 +47,12 @@ public struct ClusterStatus: Sendable {
     public let connected: Bool
     /// Why not, when not.
     public let problem: String?
+
+    public init(hosts: [Host], grants: [Entry], waiting: [Entry], connected: Bool, problem: String?) {
+        self.hosts = hosts
+        self.grants = grants
+        self.waiting = waiting
+        self.connected = connected
+        self.problem = problem
+    }
 }

@@ -192,10 +192,11 @@ final class SessionLoop {
     /// Covers waiter `id` from the grants held, or asks the database; true when it asked.
     private func ask(_ id: UInt64, _ link: SessionLink, recall: Bool) throws(DatabaseError) -> Bool {
         var delivery: (@Sendable (CoverageOutcome) -> Void, CoverageOutcome)?
+        let validity = configuration.leaseValidity
         let question = shared.state.withLock { state -> CoverageWaiter? in
             guard let waiter = state.waiters[id] else { return nil }
             // Granted meanwhile to an earlier waiter wide enough for this one too.
-            if waiter.tickets.isEmpty, state.held.covers(waiter.requests) {
+            if waiter.tickets.isEmpty, state.leaseHolds(validity: validity), state.held.covers(waiter.requests) {
                 state.waiters[id] = nil
                 delivery = (waiter.onOutcome, .covered(state.makeUse(waiter.requests)))
                 return nil

@@ -1,4 +1,5 @@
 import CoordFSCore
+import Dispatch
 import Glibc
 import Logging
 import Synchronization
@@ -101,13 +102,26 @@ final class SessionShared: Sendable {
         close(wake)
     }
 
-    /// Ends waiter `id` if its deadline has passed (whoever comes first, this or the session
-    /// thread, removes it under the lock: its outcome is given once). Its queued requests are
-    /// left for the session thread to withdraw.
-    func endWaitIfDue(_ id: UInt64) {
+    /// Ends waiter `id` at `deadline` if it still waits then (whoever comes first, this timer
+    /// or the session thread, removes it under the lock: its outcome is given once). Its
+    /// queued requests are left for the session thread to withdraw.
+    func endWait(_ id: UInt64, at deadline: ContinuousClock.Instant) {
+        let (seconds, attoseconds) = (deadline - .now).components
+        let nanoseconds = max(seconds * 1_000_000_000 + attoseconds / 1_000_000_000, 0) + 1_000_000
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: nanoseconds))) { [self] in
+            // Dispatch's clock is not ContinuousClock: a timer a little early is set again.
+            if ContinuousClock.now < deadline {
+                endWait(id, at: deadline)
+            } else {
+                endWaitNow(id)
+            }
+        }
+    }
+
+    private func endWaitNow(_ id: UInt64) {
         let validity = configuration.leaseValidity
         let ended = state.withLock { state -> (CoverageWaiter, CoverageOutcome)? in
-            guard let waiter = state.waiters[id], waiter.deadline <= .now else { return nil }
+            guard let waiter = state.waiters[id] else { return nil }
             state.waiters[id] = nil
             state.withdrawals += waiter.tickets
             if waiter.nonblocking { return (waiter, .wouldBlock) }
