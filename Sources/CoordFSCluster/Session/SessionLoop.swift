@@ -258,7 +258,14 @@ final class SessionLoop {
         guard let change else { return false }
         logger.debug("cluster: giving back \(change.dropped), keeping \(change.added)")
         let sent = ContinuousClock.now
-        let queued = try link.replace(dropping: change.dropped, adding: change.added)
+        let queued: [QueuedRequest]
+        do throws(DatabaseError) {
+            queued = try link.replace(dropping: change.dropped, adding: change.added)
+        } catch {
+            // This host no longer knows what the database holds for it: the only way back to
+            // agreement is a new session (the old one's grants are reaped with it).
+            throw DatabaseError("giving back grants failed: \(error)", sqlState: error.sqlState, connectionLost: true)
+        }
         proved(sentAt: sent)
         shared.state.withLock { $0.held.queued = queued }
         return true
