@@ -278,6 +278,7 @@ final class SessionLoop {
     private func lose(_ error: DatabaseError) {
         link = nil
         nextReconnect = .now
+        (retryDue, recallAgain, queueDue, recalled) = (false, false, false, false)
         shared.state.withLock { state in
             state.connected = false
             state.fence += 1
@@ -287,6 +288,8 @@ final class SessionLoop {
             for id in state.waiters.keys {
                 state.waiters[id]!.tickets = []
                 state.waiters[id]!.asked = false
+                state.waiters[id]!.answerBy = nil
+                state.waiters[id]!.answered = []
             }
         }
         logger.warning("cluster session lost (\(error)); reconnecting every second")
