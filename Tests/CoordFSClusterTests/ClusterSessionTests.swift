@@ -471,6 +471,20 @@ struct ClusterSessionFailureTests {
         a.coverage.release(use)
     }
 
+    /// An unmount does not hang on a server that stopped answering.
+    @Test func stopIsBoundedWhenTheServerDoesNotAnswer() throws {
+        let a = try session("a")
+        let backend = try #require(Int32(try server.query("SELECT server_pid FROM coordfs_hosts WHERE host_id = \(a.host.id)")
+            .trimmingCharacters(in: .whitespacesAndNewlines)))
+        kill(backend, SIGSTOP)
+        defer { kill(backend, SIGCONT) }
+        usleep(1_500_000)  // the heartbeat is stuck by now
+        let started = ContinuousClock.now
+        a.stop()
+        let took = ContinuousClock.now - started
+        #expect(took >= .seconds(4) && took < .seconds(7), "\(took)")
+    }
+
     @Test func aDatabaseThatCannotBeReachedFailsTheStartInOneLine() throws {
         let unreachable = ClusterConfiguration(conninfo: "postgresql:///postgres?host=/nonexistent&port=5432", name: "nowhere")
         #expect {

@@ -119,15 +119,20 @@ public final class ClusterSession: Sendable {
     }
 
     /// A clean leave: this host's grants, requests and row go (the others are woken), waiting
-    /// covers end `.cutOff`, and the session closes. Idempotent.
+    /// covers end `.cutOff`, and the session closes. Idempotent. Waits up to 5 s for the
+    /// session thread, which may be stuck in a round trip to a server that stopped answering
+    /// (an unmount must not hang on it): then it is left to end on its own.
     public func stop() {
         shared.state.withLock { $0.stopping = true }
         shared.signal()
         guard let running = thread.withLock({ $0.take() }) else { return }
-        if pthread_equal(running, pthread_self()) != 0 {
-            pthread_detach(running)
-        } else {
+        if pthread_equal(running, pthread_self()) == 0, shared.finished.wait(timeout: .now() + 5) == .success {
             pthread_join(running, nil)
+        } else {
+            if pthread_equal(running, pthread_self()) == 0 {
+                shared.logger.warning("the cluster session did not end in 5 s (its database does not answer); leaving it behind")
+            }
+            pthread_detach(running)
         }
     }
 }

@@ -37,6 +37,7 @@ final class SessionLoop {
         while true {
             if shared.state.withLock({ $0.stopping }) {
                 finish()
+                shared.finished.signal()
                 return
             }
             if link == nil { reconnectIfDue() }

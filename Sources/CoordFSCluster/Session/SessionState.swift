@@ -88,6 +88,8 @@ final class SessionShared: Sendable {
     let grantRoundTrips = Atomic<UInt64>(0)
     /// Written to wake the session thread from its poll.
     let wake: Int32
+    /// Signalled by the session thread as it ends, so `stop` waits for it a bounded time.
+    let finished = DispatchSemaphore(value: 0)
 
     init(configuration: ClusterConfiguration, mountpoint: [UInt8], logger: Logger, host: ClusterHost,
          lastProof: ContinuousClock.Instant, wake: consuming OwnedDescriptor) {
