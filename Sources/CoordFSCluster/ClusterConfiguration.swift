@@ -38,7 +38,7 @@ public struct ClusterConfiguration: Sendable {
             ("keepalives_interval", "1"),
             ("keepalives_count", String(probes)),
             ("tcp_user_timeout", String(seconds * 1000)),
-            ("options", "-c tcp_keepalives_idle=\(idle) -c tcp_keepalives_interval=1 -c tcp_keepalives_count=\(probes) -c tcp_user_timeout=\(seconds * 1000)"),
+            ("options", "-c client_min_messages=warning -c tcp_keepalives_idle=\(idle) -c tcp_keepalives_interval=1 -c tcp_keepalives_count=\(probes) -c tcp_user_timeout=\(seconds * 1000)"),
         ]
     }
 
