@@ -122,17 +122,30 @@ extension FileSystem {
         }
     }
 
-    /// With other hosts, one of them may have given the node's name to another file (its
+    /// With other hosts, one of them may have committed the node's file meanwhile (its
     /// commit is a rename in the shared backing) while this kernel still holds the node it
     /// looked up before, and their report of it may still be on its way. Once an open holds
-    /// its claims nobody changes the name any more: when it no longer names the node, the
-    /// node table lets go of it and the open fails with ESTALE, on which the kernel looks the
-    /// name up again (LOOKUP_REVAL) and opens what it names now. One fstatat, with --cluster
-    /// only; a node with a save of this host's in progress is this host's to change.
+    /// its claims nobody changes the name any more, so the open checks it: a regular file put
+    /// in its place becomes the node's backing, as this host's own commit would make it (the
+    /// kernel's inode carries on, its pages and attributes are dropped, and readers go around
+    /// the page cache until then). Anything else (the name gone, or another node standing for
+    /// the new file) lets go of the name and fails the open with ESTALE, on which the kernel
+    /// looks the name up again (LOOKUP_REVAL). One fstatat, with --cluster only; a node with a
+    /// save of this host's in progress is this host's to change.
     private func checkNotReplacedElsewhere(_ node: Node) throws(Errno) {
         guard authority.hosts != nil, let (directory, name) = nodes.location(of: node) else { return }
         let found = try? Syscall.stat(at: directory.directory, name)
         guard found.map(FileIdentity.init) != node.identity else { return }
+        if let found, found.st_mode & S_IFMT == S_IFREG, node.isRegularFile, nodes.node(identity: FileIdentity(found)) == nil,
+           let descriptor = try? name.withCString({ (cName) throws(Errno) in
+               try Syscall.openAt(directory.directory, cName, Linux.O_PATH | O_NOFOLLOW)
+           }),
+           let opened = try? Syscall.statOfPathDescriptor(descriptor.raw), FileIdentity(opened) == FileIdentity(found) {
+            nodes.replaceBacking(of: node, with: descriptor, identity: FileIdentity(opened))
+            activity.noteCommit(of: node)
+            notifier?.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) }
+            return
+        }
         nodes.removedName(name, in: directory)
         notifier?.invalidateEntry(directory: directory.id, name: name)
         throw .staleNFSFileHandle
