@@ -6,11 +6,12 @@ import SystemPackage
 /// released as one (`ClaimAuthority.release`), so neither outlives the other.
 public struct HeldClaims: Sendable {
     public let grant: ClaimGrant
-    /// The other hosts' coverage this holds and releases; nil on a mount of one host, and
+    /// The other hosts' coverage these claims were given; nil on a mount of one host, and
     /// for claims nested in covered ones of the same owner.
     public let coverage: CoverageUse?
-    /// The coverage the claims stand on, checked at a commit: their own, or the enclosing
-    /// claims' for nested ones.
+    /// The coverage the claims stand on: their own, or the enclosing claims' for nested ones.
+    /// A commit checks it (fencing); it goes back to the hosts when the last claims standing
+    /// on it are released.
     public let fence: CoverageUse?
 
     public init(grant: ClaimGrant, coverage: CoverageUse?, fence: CoverageUse? = nil) {
@@ -63,9 +64,16 @@ public final class ClaimAuthority: Sendable {
     public let table: ClaimTable
     /// Nil: this host alone decides.
     public let hosts: (any HostCoverage)?
-    /// The coverage each held local grant stands on, by grant id (with other hosts only): what
-    /// a nested request finds its enclosing claims' coverage in. A leaf lock after the table's.
-    private let covered = Mutex<[UInt64: CoverageUse]>([:])
+    /// With other hosts: the coverage each held local grant stands on, by grant id (where a
+    /// nested request finds its enclosing claims'), and how many held grants stand on each
+    /// use, by use id: a use goes back to the hosts with the last of them, so an enclosing
+    /// handle released before a nested one (a program's next open of a file comes before the
+    /// kernel's release of its last) leaves the nested one covered. A leaf lock after the table's.
+    private struct Covered {
+        var byGrant: [UInt64: CoverageUse] = [:]
+        var standing: [UInt64: Int] = [:]
+    }
+    private let covered = Mutex(Covered())
 
     public init(table: ClaimTable, hosts: (any HostCoverage)?) {
         self.table = table
@@ -74,22 +82,31 @@ public final class ClaimAuthority: Sendable {
 
     /// Records `held` as covered (for requests nested in it) and returns it.
     private func noted(_ held: HeldClaims) -> HeldClaims {
-        if let fence = held.fence { covered.withLock { $0[held.grant.id] = fence } }
+        if let use = held.coverage {
+            covered.withLock { covered in
+                covered.byGrant[held.grant.id] = use
+                covered.standing[use.id, default: 0] += 1
+            }
+        }
         return held
     }
 
-    /// The coverage of the claims `grant` is wholly nested in, nil when it is not.
-    private func enclosingCoverage(of grant: ClaimGrant, lineage: ProcessLineage) -> CoverageUse? {
+    /// The claims `grant` stands for when it is wholly nested in covered claims of its owner:
+    /// held on the enclosing coverage (counted as standing on it), nil when it is not nested.
+    private func heldNested(_ grant: ClaimGrant, lineage: ProcessLineage) -> HeldClaims? {
         let enclosing = table.enclosingGrants(of: grant, lineage: lineage)
-        return covered.withLock { (covered) -> CoverageUse? in
+        return covered.withLock { (covered) -> HeldClaims? in
             var fence: CoverageUse?
             for candidates in enclosing {
                 var found: CoverageUse?
-                for candidate in candidates where found == nil { found = covered[candidate] }
+                for candidate in candidates where found == nil { found = covered.byGrant[candidate] }
                 guard let found else { return nil }
                 fence = fence ?? found
             }
-            return fence
+            guard let fence else { return nil }
+            covered.byGrant[grant.id] = fence
+            covered.standing[fence.id, default: 0] += 1
+            return HeldClaims(grant: grant, coverage: nil, fence: fence)
         }
     }
 
@@ -99,9 +116,7 @@ public final class ClaimAuthority: Sendable {
     /// `lineage`: the requester's, as the table was asked with.
     public func heldNow(_ grant: ClaimGrant, lineage: ProcessLineage = .none) -> HeldClaims? {
         guard let hosts else { return HeldClaims(grant: grant, coverage: nil) }
-        if let enclosing = enclosingCoverage(of: grant, lineage: lineage) {
-            return noted(HeldClaims(grant: grant, coverage: nil, fence: enclosing))
-        }
+        if let nested = heldNested(grant, lineage: lineage) { return nested }
         return hosts.coverNow(grant.requests).map { noted(HeldClaims(grant: grant, coverage: $0)) }
     }
 
@@ -143,8 +158,15 @@ public final class ClaimAuthority: Sendable {
 
     /// Releases both parts (a second release does nothing).
     public func release(_ held: HeldClaims) {
-        if held.fence != nil { covered.withLock { _ = $0.removeValue(forKey: held.grant.id) } }
-        if let use = held.coverage { hosts?.release(use) }
+        if let use = held.fence {
+            let last = covered.withLock { (covered) -> Bool in
+                guard covered.byGrant.removeValue(forKey: held.grant.id) != nil else { return false } // released before
+                let left = (covered.standing[use.id] ?? 1) - 1
+                covered.standing[use.id] = left > 0 ? left : nil
+                return left <= 0
+            }
+            if last { hosts?.release(use) }
+        }
         table.release(held.grant)
     }
 
