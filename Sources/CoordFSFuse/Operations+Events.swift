@@ -29,7 +29,10 @@ extension FileSystem {
 
     /// `publish` with the origin in full: also for changes made behind the mount.
     func publish(_ kind: ChangeKind, path: MountPath, destination: MountPath? = nil, isDirectory: Bool, origin: EventOrigin, size: Int64?) {
-        events.publish(kind, path: path, destination: destination, isDirectory: isDirectory, origin: origin, size: size)
+        let event = events.publish(kind, path: path, destination: destination, isDirectory: isDirectory, origin: origin, size: size)
+        // Only this host's own commits go to the cluster: a change seen behind the mount, or
+        // applied from another host, is the backing's or that host's to tell.
+        if let cluster = clusterEvents, !origin.isOutside, origin.host == nil { cluster.publish(event) }
         guard !presenters.isEmpty else { return }
         switch kind {
         case .created, .changed, .attributes, .conflict: presenters.notify(.didChange, path: path, origin: origin.pid)
