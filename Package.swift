@@ -92,7 +92,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "coordfs",
-            dependencies: ["CoordFSFuse", "CoordFSCore", "CoordFSServer", "CoordFSClient", "CoordFSProtocol", "CoordFSMetrics",
+            dependencies: ["CoordFSFuse", "CoordFSCore", "CoordFSServer", "CoordFSClient", "CoordFSProtocol", "CoordFSMetrics", "CoordFSCluster",
                            argumentParser, logging, systemPackage],
             swiftSettings: swiftSettings,
             // Release builds start faster (a short command such as `coordfs exec` is mostly its

@@ -121,6 +121,24 @@ private final class ClaimWait: InterruptibleWait, @unchecked Sendable {
     }
 }
 
+/// One request whose local grant is held while other hosts are asked to cover it: an
+/// interrupt takes the request back from them, and the local grant goes with it.
+private final class HostCoverageWait: InterruptibleWait, @unchecked Sendable {
+    let authority: ClaimAuthority
+    /// The request out to the hosts, nil until `cover` has returned it.
+    let pending = Mutex<CoverageWait?>(nil)
+
+    init(authority: ClaimAuthority, request: PendingRequest, metrics: RequestMetrics?, afterInterrupt: (@Sendable () -> Void)?) {
+        self.authority = authority
+        super.init(request: request, metrics: metrics, afterInterrupt: afterInterrupt)
+    }
+
+    override func withdraw() -> Bool {
+        guard let pending = pending.withLock({ $0 }) else { return false }
+        return authority.cancel(pending)
+    }
+}
+
 extension FileSystem {
     /// The claim owner for a request: the caller's process (all its threads count as one).
     func owner(of request: fuse_req_t) -> ClaimOwner {
@@ -133,7 +151,9 @@ extension FileSystem {
     /// no longer needs it. A wait ends with EBUSY after the claim timeout (the log names the
     /// holders), or EINTR when the caller is interrupted; `nonblocking` requests fail at once
     /// with EWOULDBLOCK. After any of these error replies `whenRefused` runs, and `body` never
-    /// does. An empty claim list runs `body` with nil at once.
+    /// does. An empty claim list runs `body` with nil at once. With other hosts (`--cluster`),
+    /// they cover the claims once the table granted them (`coverAcrossHosts`), and `body`
+    /// gets both, to release together.
     ///
     /// `claimsNow` derives the claims afresh from the nodes: after a wait, a rename granted
     /// ahead of this request may have moved them, and then the request asks again. `resolved`
@@ -141,7 +161,7 @@ extension FileSystem {
     /// the common case walks the node table once); nil derives them here.
     func withClaims(_ request: fuse_req_t, resolved: [ClaimRequest]? = nil, _ claimsNow: @escaping @Sendable () -> [ClaimRequest],
                     nonblocking: Bool = false, whenRefused: (@Sendable () -> Void)? = nil,
-                    _ body: @escaping @Sendable (ClaimGrant?) -> Void) {
+                    _ body: @escaping @Sendable (HeldClaims?) -> Void) {
         let claims = resolved ?? claimsNow()
         if claims.isEmpty { return body(nil) }
         let owner = owner(of: request)
@@ -154,7 +174,8 @@ extension FileSystem {
         }
         // The common case, no conflict: no wait object, no interrupt registration.
         switch self.claims.tryAcquire(claims, owner: owner, lineage: lineage) {
-        case .success(let grant): return body(grant)
+        case .success(let grant):
+            return coverAcrossHosts(request, grant, claimsNow, deadline: nil, nonblocking: nonblocking, whenRefused: whenRefused, body)
         case .failure where nonblocking:
             Instruments.claimWouldBlock()
             reply(request, error: .wouldBlock)
@@ -182,7 +203,8 @@ extension FileSystem {
                             self.claims.release(grant)
                             withClaims(wait.request.raw, claimsNow, whenRefused: whenRefused, body)
                         } else {
-                            body(grant)
+                            coverAcrossHosts(wait.request.raw, grant, claimsNow, deadline: deadline, nonblocking: false,
+                                             whenRefused: whenRefused, body)
                         }
                     }
                 }
@@ -201,11 +223,68 @@ extension FileSystem {
             guard wait.claimAnswer() else { return self.claims.release(grant) } // interrupted meanwhile
             wait.unregister()
             wait.goOnHere()
-            body(grant)
+            coverAcrossHosts(request, grant, claimsNow, deadline: deadline, nonblocking: false, whenRefused: whenRefused, body)
         case .waiting(let ticket):
             wait.ticket.withLock { $0 = ticket }
             // An interrupt that arrived before the ticket was known could not cancel; do it now.
             _ = wait.endIfInterruptedMeanwhile()
         }
+    }
+
+    /// The second step of `withClaims`: the other hosts cover what this host's table granted,
+    /// and `body` runs with both. At once when no other host is in the picture or this host's
+    /// grants cover it already (no round trip); otherwise once the hosts answer, on another
+    /// thread, without holding a FUSE worker meanwhile (the local grant stays held: local
+    /// owners that conflict queue behind it). A refusal has released the local grant and
+    /// fails the request: EBUSY at the deadline (the log names the hosts holding it),
+    /// EWOULDBLOCK for `nonblocking`, ENOLCK when this host cannot reach the cluster's
+    /// database; an interrupt takes the request back from the hosts (EINTR). `deadline`: the
+    /// one the local wait had, nil when it did not wait.
+    private func coverAcrossHosts(_ request: fuse_req_t, _ grant: ClaimGrant, _ claimsNow: @escaping @Sendable () -> [ClaimRequest],
+                                  deadline: ContinuousClock.Instant?, nonblocking: Bool, whenRefused: (@Sendable () -> Void)?,
+                                  _ body: @escaping @Sendable (HeldClaims?) -> Void) {
+        if let held = authority.heldNow(grant) { return body(held) }
+
+        let wait = HostCoverageWait(authority: authority, request: PendingRequest(raw: request), metrics: requestMetrics,
+                                    afterInterrupt: whenRefused)
+        wait.register()
+        let owner = grant.owner
+        let asked = authority.cover(grant, deadline: deadline ?? .now + options.claimTimeout, nonblocking: nonblocking) { [self] result in
+            guard wait.claimAnswer() else {
+                if case .success(let held) = result { authority.release(held) }
+                return
+            }
+            wait.unregister()
+            switch result {
+            case .success(let held):
+                claimWork.async { [self] in
+                    wait.goOn {
+                        // Another host's rename, applied here meanwhile, may have moved the paths.
+                        if claimsNow() != held.grant.requests {
+                            authority.release(held)
+                            withClaims(wait.request.raw, claimsNow, nonblocking: nonblocking, whenRefused: whenRefused, body)
+                        } else {
+                            body(held)
+                        }
+                    }
+                }
+            case .failure(let refusal):
+                let metadata: Logger.Metadata = [
+                    "owner": "\(owner)", "wanted": "\(grant.requests.map { "\($0.mode) \($0.path)" })", "why": "\(refusal)",
+                ]
+                switch refusal {
+                case .wouldBlock: logger.debug("claim not covered across hosts", metadata: metadata)
+                case .timedOut: logger.warning("claim wait across hosts timed out", metadata: metadata)
+                case .cutOff: logger.error("claim refused: cut off from the cluster", metadata: metadata)
+                }
+                if case .wouldBlock = refusal { Instruments.claimWouldBlock() }
+                reply(wait.request.raw, error: refusal.errno)
+                wait.recordAnswer()
+                whenRefused?()
+            }
+        }
+        wait.pending.withLock { $0 = asked }
+        // An interrupt that arrived before the request was out could not take it back; do it now.
+        _ = wait.endIfInterruptedMeanwhile()
     }
 }

@@ -35,6 +35,8 @@ public final class FileSystem: Sendable {
     nonisolated(unsafe) var notifier: KernelNotifier?
     /// Claims every operation takes (DESIGN.md's table; Docs/LOCKING.md).
     public let claims: ClaimTable
+    /// The claim table and, with other hosts, their coverage: what takes and releases claims.
+    public let authority: ClaimAuthority
     /// Thread-group ids, process trees and names of callers.
     public let processes: ProcessFacts
     /// Pending saves and page-cache readers of open files.
@@ -79,6 +81,7 @@ public final class FileSystem: Sendable {
         self.events = EventHub()
         self.presenters = PresenterRegistry(isInTree: { pid, root in processes.isInTree(pid, rootedAt: root) })
         self.claims = ClaimTable()
+        self.authority = ClaimAuthority(table: claims, hosts: options.hostCoverage)
         self.ownChanges = ownChanges
         self.requestMetrics = options.measuresRequests ? RequestMetrics() : nil
     }

@@ -64,5 +64,9 @@ public struct MountOptions: Sendable {
     /// so a mount that serves no metrics reads no clock for them.
     public var measuresRequests = false
 
+    /// The other hosts that must also allow every claim (`--cluster`: a `ClusterSession`'s
+    /// coverage); nil: this host decides alone.
+    public var hostCoverage: (any HostCoverage)?
+
     public init() {}
 }

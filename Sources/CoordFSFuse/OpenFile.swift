@@ -17,8 +17,9 @@ final class OpenFile: KernelHandle, Sendable {
     let isWriter: Bool
     let appends: Bool
     let usesPageCache: Bool
-    /// Held until release: a writer's write claim, or a strict reader's read claim.
-    let grant: ClaimGrant?
+    /// Held until release: a writer's write claim, or a strict reader's read claim (with other
+    /// hosts' coverage of it, which a save's commit checks: fencing).
+    let claims: HeldClaims?
     /// Set when an in-place handle wrote: its release is a `changed` event.
     let wroteInPlace = Atomic<Bool>(false)
     /// The owner, for a reader of the committed version counted among the page-cache readers.
@@ -31,7 +32,7 @@ final class OpenFile: KernelHandle, Sendable {
     /// Presenters that stepped aside for this open, told to reacquire at its release.
     let consent: PresenterConsent
 
-    init(node: Node, own: SharedDescriptor?, save: Save?, isWriter: Bool, appends: Bool, usesPageCache: Bool, grant: ClaimGrant?,
+    init(node: Node, own: SharedDescriptor?, save: Save?, isWriter: Bool, appends: Bool, usesPageCache: Bool, claims: HeldClaims?,
          origin: ChangeOrigin, consent: PresenterConsent = .nobodyAsked, cachedReader: ClaimOwner? = nil) {
         self.node = node
         self.cachedReader = cachedReader
@@ -42,7 +43,7 @@ final class OpenFile: KernelHandle, Sendable {
         self.isWriter = isWriter
         self.appends = appends
         self.usesPageCache = usesPageCache
-        self.grant = grant
+        self.claims = claims
     }
 
     /// The descriptor reads go to now; hold it for the read's duration.

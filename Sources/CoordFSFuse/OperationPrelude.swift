@@ -173,17 +173,17 @@ extension FileSystem {
     /// the presenters' consent. `inPlace` is whether the in-place policy covers the file (it
     /// matters to writers only).
     func coordinatedOpen(_ request: fuse_req_t, _ operation: MountOperation, _ item: NamedPath, inPlace: Bool = false, nonblocking: Bool,
-                         _ body: @escaping @Sendable (_ handleGrant: ClaimGrant?, PresenterConsent) -> Void) {
+                         _ body: @escaping @Sendable (_ handleClaims: HeldClaims?, PresenterConsent) -> Void) {
         let paths = OperationPaths.item(item)
         let claim = operation.claim(strictReads: options.strictReads, inPlace: inPlace)
         let keeps = claim?.span == .handle
         let requests = claimRequests(claim, paths)
         let notes = ownChanges.isEnabled && claim?.mode == .write
         withPresentersAndClaims(request, asking: presenterAsks(operation, paths, .none), claims: requests,
-                                nonblocking: nonblocking) { [self] grant, consent in
+                                nonblocking: nonblocking) { [self] held, consent in
             if notes { for request in requests.now() { ownChanges.note(request.path) } }
-            if !keeps, let grant { claims.release(grant) }
-            body(keeps ? grant : nil, consent)
+            if !keeps, let held { authority.release(held) }
+            body(keeps ? held : nil, consent)
         }
     }
 }

@@ -35,24 +35,24 @@ extension FileSystem {
         guard let item, let path = item.resolved else {
             // Special files, and files reachable only through an open descriptor: no one else can
             // name them, so there is nothing to coordinate.
-            return openInPlace(pending, node, copy, grant: nil, consent: .nobodyAsked)
+            return openInPlace(pending, node, copy, claims: nil, consent: .nobodyAsked)
         }
         let nonblocking = flags & O_NONBLOCK != 0
         if opensForChange(flags) {
             let inPlace = options.inPlace.writesInPlace(path, flags: flags, existing: node, clones: { [self] in stagingClones(node) },
                                                         reopen: reopen(descriptor:flags:))
-            coordinatedOpen(request, .openForWriting, item, inPlace: inPlace, nonblocking: nonblocking) { [self] grant, consent in
-                // In-place files took their claim for the open only (grant is nil), as for each operation.
+            coordinatedOpen(request, .openForWriting, item, inPlace: inPlace, nonblocking: nonblocking) { [self] held, consent in
+                // In-place files took their claim for the open only (no claims held), as for each operation.
                 if inPlace {
-                    openInPlace(pending, node, copy, grant: nil, consent: consent)
+                    openInPlace(pending, node, copy, claims: nil, consent: consent)
                 } else {
-                    openForSave(pending, node, copy, grant: grant, consent: consent)
+                    openForSave(pending, node, copy, claims: held, consent: consent)
                 }
             }
         } else {
-            // The grant is nil unless reads are strict: a snapshot read claims for the open only.
-            coordinatedOpen(request, .openForReading, item, nonblocking: nonblocking) { [self] grant, _ in
-                openForReading(pending, node, copy, grant: grant)
+            // No claims are held unless reads are strict: a snapshot read claims for the open only.
+            coordinatedOpen(request, .openForReading, item, nonblocking: nonblocking) { [self] held, _ in
+                openForReading(pending, node, copy, claims: held)
             }
         }
     }
@@ -65,42 +65,42 @@ extension FileSystem {
     }
 
     /// Opens the backing object itself: reads and writes go straight to it.
-    private func openInPlace(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?, consent: PresenterConsent) {
+    private func openInPlace(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, claims held: HeldClaims?, consent: PresenterConsent) {
         let flags = copy.info.flags
-        replyOpen(request, copy, grant: grant, consent: consent) { () throws(Errno) -> OpenFile in
+        replyOpen(request, copy, claims: held, consent: consent) { () throws(Errno) -> OpenFile in
             let descriptor = try reopen(node, flags: backingFlags(flags))
             if flags & O_TRUNC != 0 { try clearSetIDBitsOnTruncatingOpen(request.raw, descriptor.raw) }
             return OpenFile(node: node, own: SharedDescriptor(descriptor), save: nil, isWriter: opensForChange(flags),
-                            appends: false, usesPageCache: true, grant: grant, origin: origin(of: request.raw), consent: consent)
+                            appends: false, usesPageCache: true, claims: held, origin: origin(of: request.raw), consent: consent)
         }
     }
 
     /// Opens for reading: the owner of a pending save reads it; everyone else reads the
     /// version committed now, through the page cache unless an older version may be in it.
-    private func openForReading(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?) {
+    private func openForReading(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, claims held: HeldClaims?) {
         let flags = copy.info.flags
         let origin = origin(of: request.raw)
         let reader = ClaimOwner.process(origin.pid)
-        replyOpen(request, copy, grant: grant, consent: .nobodyAsked) { () throws(Errno) -> OpenFile in
+        replyOpen(request, copy, claims: held, consent: .nobodyAsked) { () throws(Errno) -> OpenFile in
             if let save = activity.save(of: node) {
                 if save.owner == reader, !save.hasFailed {
                     return OpenFile(node: node, own: nil, save: save, isWriter: false, appends: false, usesPageCache: false,
-                                    grant: grant, origin: origin)
+                                    claims: held, origin: origin)
                 }
                 if !save.target.exists { throw .noSuchFileOrDirectory } // created, not committed yet
             }
             let descriptor = SharedDescriptor(try reopen(node, flags: backingFlags(flags)))
             let cached = activity.openReader(of: node, owner: reader, version: descriptor, identity: node.identity)
             return OpenFile(node: node, own: descriptor, save: nil, isWriter: false, appends: false,
-                            usesPageCache: cached, grant: grant, origin: origin, cachedReader: cached ? reader : nil)
+                            usesPageCache: cached, claims: held, origin: origin, cachedReader: cached ? reader : nil)
         }
     }
 
     /// Opens for writing through the owner's save of the file, starting one if needed.
-    private func openForSave(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, grant: ClaimGrant?, consent: PresenterConsent) {
+    private func openForSave(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, claims held: HeldClaims?, consent: PresenterConsent) {
         let flags = copy.info.flags
         let origin = origin(of: request.raw)
-        replyOpen(request, copy, grant: grant, consent: consent) { () throws(Errno) -> OpenFile in
+        replyOpen(request, copy, claims: held, consent: consent) { () throws(Errno) -> OpenFile in
             let save = try saveForWriting(node, owner: .process(origin.pid))
             if flags & O_TRUNC != 0 {
                 let dropsSetID = canChangeOwners && fuse_req_ctx(request.raw)!.pointee.uid != 0
@@ -109,12 +109,12 @@ extension FileSystem {
                         if dropsSetID { try clearSetIDBits(descriptor) }
                     }
                 } catch {
-                    endWriter(of: save, origin: origin)
+                    endWriter(of: save, origin: origin, under: held)
                     throw error
                 }
             }
             return OpenFile(node: node, own: nil, save: save, isWriter: true, appends: flags & O_APPEND != 0,
-                            usesPageCache: false, grant: grant, origin: origin, consent: consent)
+                            usesPageCache: false, claims: held, origin: origin, consent: consent)
         }
     }
 
@@ -122,15 +122,17 @@ extension FileSystem {
     private func saveForWriting(_ node: Node, owner: ClaimOwner) throws(Errno) -> Save {
         if let existing = activity.joinSave(of: node) { return existing }
         guard let (directory, name) = nodes.location(of: node) else { throw .noSuchFileOrDirectory }
+        // With other hosts, no append goes to the shared file ahead of its commit: they would
+        // read it before the commit, and a commit refused by fencing could not take it back.
         let candidate = Save(node: node, owner: owner, committed: try reopen(node, flags: O_RDONLY), directory: directory, name: name,
-                             staging: staging, journal: appendJournal)
+                             staging: staging, journal: authority.hosts == nil ? appendJournal : nil)
         return activity.installSave(candidate)
     }
 
     /// Builds the handle with `make` and sends the open reply; when that fails, the claim
     /// taken for the open goes, the presenters that stepped aside are told so, and the error
     /// is the reply.
-    private func replyOpen(_ request: PendingRequest, _ copy: FileInfoCopy, grant: ClaimGrant?, consent: PresenterConsent,
+    private func replyOpen(_ request: PendingRequest, _ copy: FileInfoCopy, claims held: HeldClaims?, consent: PresenterConsent,
                            _ make: () throws(Errno) -> OpenFile) {
         var info = copy.info
         do throws(Errno) {
@@ -139,7 +141,7 @@ extension FileSystem {
             handle.attach(to: &info)
             if fuse_reply_open(request.raw, &info) != 0, let handle = OpenFile.take(&info) { releaseHandle(handle) }
         } catch {
-            if let grant { claims.release(grant) }
+            if let held { authority.release(held) }
             reacquire(consent)
             reply(request.raw, error: error)
         }
@@ -188,11 +190,11 @@ extension FileSystem {
         // A new file has nothing to copy: whether copies clone does not matter.
         let inPlace = options.inPlace.writesInPlace(path, flags: copy.info.flags, existing: nil, clones: { false },
                                                     reopen: reopen(descriptor:flags:))
-        coordinatedOpen(request, .openForWriting, item, inPlace: inPlace, nonblocking: copy.info.flags & O_NONBLOCK != 0) { [self] grant, consent in
+        coordinatedOpen(request, .openForWriting, item, inPlace: inPlace, nonblocking: copy.info.flags & O_NONBLOCK != 0) { [self] held, consent in
             if inPlace {
                 createInPlace(pending, parent, fileName, mode, copy, consent: consent)
             } else {
-                createStaged(pending, parent, fileName, mode, copy, grant: grant, consent: consent)
+                createStaged(pending, parent, fileName, mode, copy, claims: held, consent: consent)
             }
         }
     }
@@ -221,7 +223,7 @@ extension FileSystem {
             var entry = try lookUpMade(parent, name)
             publish(.created, origin: origin, path: nodes.path(of: parent)?.appending(name), isDirectory: false, size: 0)
             let handle = OpenFile(node: try node(entry.ino), own: SharedDescriptor(descriptor), save: nil, isWriter: true,
-                                  appends: false, usesPageCache: true, grant: nil, origin: origin, consent: consent)
+                                  appends: false, usesPageCache: true, claims: nil, origin: origin, consent: consent)
             replyCreate(request, &entry, &info, handle)
         } catch {
             reacquire(consent)
@@ -233,7 +235,7 @@ extension FileSystem {
     /// creator sees until the first commit gives it its name (the node stands for the temp from
     /// the start, so it keeps its identity through that commit).
     private func createStaged(_ request: PendingRequest, _ parent: Node, _ name: FileName, _ mode: mode_t, _ copy: FileInfoCopy,
-                              grant: ClaimGrant?, consent: PresenterConsent) {
+                              claims held: HeldClaims?, consent: PresenterConsent) {
         var info = copy.info
         let origin = origin(of: request.raw)
         let owner = ClaimOwner.process(origin.pid)
@@ -266,11 +268,11 @@ extension FileSystem {
             // must ask for attributes each time (getattr and open answer others ENOENT).
             entry.attr_timeout = 0
             let handle = OpenFile(node: node, own: nil, save: save, isWriter: true, appends: info.flags & O_APPEND != 0,
-                                  usesPageCache: false, grant: grant, origin: origin, consent: consent)
+                                  usesPageCache: false, claims: held, origin: origin, consent: consent)
             replyCreate(request, &entry, &info, handle)
         } catch {
             if let leftover = staged.take() { leftover.discard(in: parent.directory) }
-            if let grant { claims.release(grant) }
+            if let held { authority.release(held) }
             reacquire(consent)
             reply(request.raw, error: error)
         }

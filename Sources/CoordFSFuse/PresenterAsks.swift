@@ -107,15 +107,15 @@ extension FileSystem {
     /// that stepped aside are told to reacquire at once.
     func withPresentersAndClaims(_ request: fuse_req_t, asking asks: @autoclosure () -> [PresenterAsk],
                                  claims requests: OperationClaimRequests, nonblocking: Bool = false,
-                                 _ body: @escaping @Sendable (ClaimGrant?, PresenterConsent) -> Void) {
+                                 _ body: @escaping @Sendable (HeldClaims?, PresenterConsent) -> Void) {
         let pending = PendingRequest(raw: request)
         consultPresenters(request, asks()) { [self] (consent: PresenterConsent) in
             var giveBack: (@Sendable () -> Void)? = nil
             if !consent.relinquished.isEmpty { giveBack = { [self] in reacquire(consent) } }
             // The paths resolved before still hold unless the presenters made the access wait.
             withClaims(pending.raw, resolved: consent.waited ? nil : requests.resolved, requests.now, nonblocking: nonblocking,
-                       whenRefused: giveBack) { (grant: ClaimGrant?) in
-                body(grant, consent)
+                       whenRefused: giveBack) { (held: HeldClaims?) in
+                body(held, consent)
             }
         }
     }
@@ -125,9 +125,9 @@ extension FileSystem {
     /// and tell the presenters that stepped aside.
     func coordinated(_ request: fuse_req_t, asking asks: @autoclosure () -> [PresenterAsk],
                      claims requests: OperationClaimRequests, _ body: @escaping @Sendable () -> Void) {
-        withPresentersAndClaims(request, asking: asks(), claims: requests) { [self] (grant: ClaimGrant?, consent: PresenterConsent) in
+        withPresentersAndClaims(request, asking: asks(), claims: requests) { [self] (held: HeldClaims?, consent: PresenterConsent) in
             body()
-            if let grant { claims.release(grant) }
+            if let held { authority.release(held) }
             reacquire(consent)
         }
     }

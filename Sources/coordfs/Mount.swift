@@ -1,4 +1,5 @@
 import ArgumentParser
+import CoordFSCluster
 import CoordFSCore
 import CoordFSFuse
 import CoordFSMetrics
@@ -97,6 +98,15 @@ struct Mount: ParsableCommand {
     @Option(help: ArgumentHelp("Serve Prometheus metrics at http://ADDRESS/metrics, on loopback only: 127.0.0.1:PORT, [::1]:PORT or localhost:PORT (default: none).", valueName: "address"))
     var metrics: String?
 
+    @Option(help: ArgumentHelp("Coordinate with the other hosts that mount the same shared folder through this PostgreSQL database: a libpq URI (postgres://...) or key=value string. It shows in ps: prefer --cluster-file or the COORDFS_CLUSTER variable for one with a password.", valueName: "conninfo"))
+    var cluster: String?
+
+    @Option(help: ArgumentHelp("Read --cluster's connection string from the first line of this file (for fstab: -o cluster_file=PATH).", valueName: "path"), completion: .file(), transform: ExactArguments.display)
+    var clusterFile: String?
+
+    @Option(help: ArgumentHelp("Mounts naming the same database and cluster name form one coordinated folder (default: default).", valueName: "name"))
+    var clusterName: String?
+
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level"))
     var logLevel: Logger.Level = .notice
 
@@ -111,7 +121,10 @@ struct Mount: ParsableCommand {
         guard presenterTimeout > 0 else { throw ValidationError("--presenter-timeout must be more than 0") }
         guard socketPermissions != nil else { throw ValidationError("--socket-mode must be an octal mode such as 600 or 666") }
         if noWatchBacking, watchBacking != nil { throw ValidationError("--no-watch-backing and --watch-backing exclude each other") }
+        if let problem = clusterChoice.problem { throw ValidationError(problem) }
     }
+
+    var clusterChoice: ClusterChoice { ClusterChoice(conninfo: cluster, file: clusterFile, name: clusterName) }
 
     /// `--socket-mode` as permission bits, nil when it is not an octal number up to 777.
     var socketPermissions: mode_t? {
@@ -160,6 +173,12 @@ struct Mount: ParsableCommand {
         } catch {
             throw CleanExit.failure(error.description)
         }
+        // Read here for the message's sake; the daemon reads it again (nothing passes it on).
+        do {
+            _ = try clusterChoice.configuration()
+        } catch {
+            throw CleanExit.failure(error.description)
+        }
         let paths: (backing: String, mountpoint: String)
         do {
             paths = try Preflight.mount(backing: backing, mountpoint: mountpoint, allowOther: allowOther)
@@ -190,6 +209,17 @@ struct Mount: ParsableCommand {
         options.measuresRequests = metricsAddress != nil
         // Before anything that counts is made: swift-metrics instruments take their backend when created.
         let registry = metricsAddress.map { _ in MetricsBackend.bootstrap() }
+        // Joined before the mount is made: a database that cannot be reached fails the mount.
+        let cluster: ClusterSession?
+        do {
+            cluster = try joinCluster(mountpoint: paths.mountpoint, logger: logger)
+        } catch {
+            printError(error.description)
+            return .failure
+        }
+        // Whatever ends the daemon from here on leaves the cluster cleanly.
+        defer { cluster?.stop() }
+        options.hostCoverage = cluster?.coverage
         let session: MountSession
         let server: ControlServer
         do {
@@ -238,6 +268,23 @@ struct Mount: ParsableCommand {
         metricsEndpoint?.stop()
         server.stop()
         return ExitCode(status)
+    }
+
+    /// Joins the cluster `--cluster` (or its file or variable) names, nil without one.
+    /// - Throws: one line, without the connection string (it may hold a password).
+    private func joinCluster(mountpoint: String, logger: Logger) throws(ClusterChoiceError) -> ClusterSession? {
+        guard let configuration = try clusterChoice.configuration() else { return nil }
+        do {
+            let session = try ClusterSession(configuration: configuration, mountpoint: ExactArguments.bytes(of: mountpoint), logger: logger)
+            logger.notice("joined the cluster", metadata: [
+                "cluster": "\(configuration.name)", "host id": "\(session.host.id)", "hostname": "\(session.host.hostname)",
+            ])
+            return session
+        } catch {
+            // libpq's messages run over lines (a hint on the next): one line here.
+            let message = error.description.split(whereSeparator: \.isNewline).map { $0.trimmingPrefix(while: \.isWhitespace) }.joined(separator: " ")
+            throw ClusterChoiceError("cannot join the cluster \"\(configuration.name)\": \(message)")
+        }
     }
 
     /// Serves the Prometheus endpoint: what swift-metrics counted, and what the mount's tables hold now.

@@ -26,8 +26,13 @@ public struct CommitReport: Sendable {
     /// the filesystem then frees its blocks: tens of microseconds better spent after the reply.
     public let replaced: NodeBacking?
     /// Where the version the commit found changed behind the mount was kept, when it found one
-    /// (see `SaveBaseline`); the commit's own version is the file all the same.
+    /// (see `SaveBaseline`); the commit's own version is the file all the same. With
+    /// `fencedOff`, where the save's own version was kept instead.
     public var conflict: ConflictCopy? = nil
+    /// The commit was refused: the claims the save was made under lost their coverage by other
+    /// hosts (fencing, Docs/LOCKING.md "Across hosts"), so the file was not replaced; the
+    /// save's version is kept at `conflict`, and the save has failed (EIO).
+    public var fencedOff = false
     /// For an append committed in place: the size others saw until now. The kernel's pages
     /// from there on may hold what a reader was shown of the end then (zeros past it).
     public var appendedFrom: Int64? = nil
@@ -364,10 +369,12 @@ public final class Save: Sendable {
     /// the failure of an earlier change. With `onlyWithoutWriters`, commits only if no writer
     /// joined meanwhile (the last writer's release): a writer that joined commits at its own close.
     /// `reopen` opens the object behind a descriptor afresh with other flags; `willKeep` hears
-    /// the name a conflict copy is about to be linked under.
+    /// the name a conflict copy is about to be linked under. `stillCovered` is asked just
+    /// before the backing changes: false refuses the commit (see `CommitReport.fencedOff`).
     public func commit(durability: Durability, nodes: NodeTable, onlyWithoutWriters: Bool = false,
                 reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
-                willKeep: (_ directory: Node, FileName) -> Void = { _, _ in }) throws(Errno) -> CommitReport? {
+                willKeep: (_ directory: Node, FileName) -> Void = { _, _ in },
+                stillCovered: () -> Bool = { true }) throws(Errno) -> CommitReport? {
         try state.withLock { (state) throws(Errno) -> CommitReport? in
             if onlyWithoutWriters && state.writers > 0 { return nil }
             if let failure = state.failure { throw failure }
@@ -395,6 +402,7 @@ public final class Save: Sendable {
             }
             guard !state.discarded, let staged = state.staged.take() else { return nil }
             let directory = state.directory.directory
+            if !stillCovered() { return try keepFencedOff(staged, &state, nodes: nodes, willKeep: willKeep) }
             var replacing = state.exists
             var keptAs: FileName?
             if state.exists {
@@ -449,6 +457,29 @@ public final class Save: Sendable {
             }
             return report
         }
+    }
+
+    /// A commit refused by fencing: the staged version is kept beside the file under a conflict
+    /// name, the file stays as it is (another host may be writing it), and the save fails with
+    /// EIO. Should the link fail too, the temp stays staged until the save ends.
+    private func keepFencedOff(_ staged: consuming StagedFile, _ state: inout State, nodes: NodeTable,
+                               willKeep: (_ directory: Node, FileName) -> Void) throws(Errno) -> CommitReport {
+        let folder = state.directory
+        state.failure = .ioError
+        let keptAs: FileName
+        do throws(Errno) {
+            keptAs = try ConflictName.keep(file: staged.descriptor.raw, besides: state.name, in: folder.directory,
+                                           willLink: { willKeep(folder, $0) })
+        } catch {
+            state.staged = consume staged
+            throw .ioError
+        }
+        let size = (try? Syscall.stat(staged.descriptor.raw).st_size).map(Int64.init) ?? 0
+        staged.discard(in: folder.directory)
+        var report = CommitReport(created: false, path: nodes.path(of: node), size: size, replaced: nil)
+        report.conflict = ConflictCopy(directory: folder, name: keptAs, path: nodes.path(of: folder)?.appending(keptAs))
+        report.fencedOff = true
+        return report
     }
 
     /// The commit of a file whose name its owner took away before it closed (an unlink, or a

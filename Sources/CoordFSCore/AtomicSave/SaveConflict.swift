@@ -123,17 +123,36 @@ public enum ConflictName {
     static func keep(_ name: FileName, in directory: Int32, at time: time_t = Glibc.time(nil),
                      willLink: (FileName) -> Void = { _ in }) throws(Errno) -> FileName {
         try name.withCString { (source) throws(Errno) -> FileName in
-            for attempt in 1...attempts {
-                let candidate = make(for: name, at: time, attempt: attempt)
-                willLink(candidate)
-                do throws(Errno) {
-                    try Syscall.link(directory, source, to: directory, candidate, flags: 0)
-                    return candidate
-                } catch where error.rawValue == EEXIST {
-                    continue
-                }
+            try linkUnderFreeName(for: name, at: time, willLink: willLink) { (candidate) throws(Errno) in
+                try Syscall.link(directory, source, to: directory, candidate, flags: 0)
             }
-            throw Errno(rawValue: EEXIST)
         }
+    }
+
+    /// Keeps the file open as `descriptor` (a save's staged temp) beside `name` in `directory`,
+    /// under a free conflict name of `name`, and returns that name: where a save that may no
+    /// longer replace the file puts its version (fencing, Docs/LOCKING.md "Across hosts").
+    /// - Throws: as `keep`.
+    static func keep(file descriptor: Int32, besides name: FileName, in directory: Int32, at time: time_t = Glibc.time(nil),
+                     willLink: (FileName) -> Void = { _ in }) throws(Errno) -> FileName {
+        try linkUnderFreeName(for: name, at: time, willLink: willLink) { (candidate) throws(Errno) in
+            try Syscall.link(descriptor: descriptor, to: directory, candidate)
+        }
+    }
+
+    /// Tries `link` with each conflict name of `name` in turn until one is free.
+    private static func linkUnderFreeName(for name: FileName, at time: time_t, willLink: (FileName) -> Void,
+                                          _ link: (FileName) throws(Errno) -> Void) throws(Errno) -> FileName {
+        for attempt in 1...attempts {
+            let candidate = make(for: name, at: time, attempt: attempt)
+            willLink(candidate)
+            do throws(Errno) {
+                try link(candidate)
+                return candidate
+            } catch where error.rawValue == EEXIST {
+                continue
+            }
+        }
+        throw Errno(rawValue: EEXIST)
     }
 }
