@@ -97,7 +97,7 @@ public final class ClusterEvents: Sendable {
         }
         let loop: EventLoop
         do throws(DatabaseError) {
-            let connection = try DatabaseConnection(conninfo: configuration.conninfo, parameters: configuration.connectionParameters)
+            let connection = try DatabaseConnection(conninfo: configuration.conninfo, parameters: ClusterEvents.connectionParameters(configuration))
             try connection.execute("LISTEN \(configuration.channel)")
             let start = try connection.execute("""
                 SELECT greatest(coalesce(max(cursor), 0),
@@ -161,6 +161,11 @@ public final class ClusterEvents: Sendable {
     /// Events queued and not yet inserted.
     public var pending: Int {
         outbox.withLock { $0.events.count }
+    }
+
+    /// The cluster's settings, with a name of its own in pg_stat_activity (later keywords win).
+    static func connectionParameters(_ configuration: ClusterConfiguration) -> [(String, String)] {
+        configuration.connectionParameters + [("application_name", "coordfs events")]
     }
 
     func signal() {
@@ -244,7 +249,7 @@ final class EventLoop {
 
     private func reconnect() {
         do throws(DatabaseError) {
-            let made = try DatabaseConnection(conninfo: configuration.conninfo, parameters: configuration.connectionParameters)
+            let made = try DatabaseConnection(conninfo: configuration.conninfo, parameters: ClusterEvents.connectionParameters(configuration))
             try made.execute("LISTEN \(configuration.channel)")
             connection = made
             events.logger.notice("cluster events: connected again; catching up", metadata: ["cursor": "\(cursor)"])
