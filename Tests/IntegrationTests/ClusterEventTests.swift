@@ -139,6 +139,16 @@ import Testing
             let onA = try a.connect(), onB = try b.connect()
             try Self.subscribe(onA)
             try Self.subscribe(onB)
+            // `coordfs watch` on B, in text and in JSON, for the first two events.
+            let watchers = try [[], ["--json"]].map { (options: [String]) -> (Process, Pipe) in
+                let watcher = Process(), output = Pipe()
+                watcher.executableURL = URL(fileURLWithPath: coordfsBinary)
+                watcher.arguments = ["watch", "-r", "--count", "2", "--timeout", "30"] + options + [b.mountpoint]
+                watcher.standardOutput = output
+                try watcher.run()
+                return (watcher, output)
+            }
+            usleep(1_000_000) // subscribed
             let root = a.mountpoint
             try FileManager.default.createDirectory(atPath: root + "/d", withIntermediateDirectories: false)
             try Self.write(root + "/d/f", "one")
@@ -155,6 +165,15 @@ import Testing
             #expect(remote.map(\.change) == local.map(\.change), "A saw \(local)\nB saw \(remote)")
             #expect(remote.allSatisfy { $0.host == Self.hostname && $0.pid == Int(getpid()) && !$0.outside }, "\(remote)")
             #expect(local.allSatisfy { $0.host == nil }, "\(local)")
+            let printed = watchers.map { watcher, output in
+                watcher.waitUntilExit()
+                return String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            }
+            let process = try #require(String(contentsOfFile: "/proc/self/comm", encoding: .utf8).split(separator: "\n").first)
+            #expect(printed[0] == "\(b.mountpoint)/d/ created (host \(Self.hostname): \(process) \(getpid()))\n"
+                        + "\(b.mountpoint)/d/f created (host \(Self.hostname): \(process) \(getpid()))\n", "\(printed[0])")
+            #expect(printed[1].split(separator: "\n").allSatisfy { $0.contains(#""host":{"id":"#) && $0.contains(#""name":"\#(Self.hostname)"}"#) },
+                    "\(printed[1])")
         }
     }
 
