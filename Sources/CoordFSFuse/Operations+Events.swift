@@ -34,10 +34,12 @@ extension FileSystem {
         // applied from another host, is the backing's or that host's to tell.
         if let cluster = clusterEvents, !origin.isOutside, origin.host == nil { cluster.publish(event) }
         guard !presenters.isEmpty else { return }
+        // Another host's pid names no process here: every presenter is told.
+        let maker = origin.host == nil ? origin.pid : 0
         switch kind {
-        case .created, .changed, .attributes, .conflict: presenters.notify(.didChange, path: path, origin: origin.pid)
-        case .deleted: presenters.notify(.didDelete, path: path, origin: origin.pid)
-        case .moved: presenters.notify(.didMove, path: path, destination: destination, origin: origin.pid)
+        case .created, .changed, .attributes, .conflict: presenters.notify(.didChange, path: path, origin: maker)
+        case .deleted: presenters.notify(.didDelete, path: path, origin: maker)
+        case .moved: presenters.notify(.didMove, path: path, destination: destination, origin: maker)
         }
     }
 }

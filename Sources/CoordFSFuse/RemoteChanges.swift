@@ -23,21 +23,38 @@ public struct ClusterEventLink: Sendable {
 }
 
 extension FileSystem {
-    /// Applies what other hosts committed, in the cluster's order.
+    /// Applies what other hosts committed, in the cluster's order. Subscribers hear of changes
+    /// only once the kernel has dropped what it cached of them (the notifier's queue drained:
+    /// this thread holds no lock and no claim, so the wait ends), so a reader prompted by an
+    /// event reads the new state.
     public func applyRemoteChanges(_ batch: RemoteBatch) {
         guard let notifier else { return }
+        var untold: [RemoteChange] = []
+        func tell() {
+            guard !untold.isEmpty else { return }
+            notifier.drain()
+            for change in untold {
+                publish(change.kind, path: change.path, destination: change.destination, isDirectory: change.isDirectory,
+                        origin: change.origin, size: change.size)
+            }
+            untold.removeAll()
+        }
         for item in batch.items {
             switch item {
             case .resync(let reason):
+                tell()
                 logger.warning("cluster: \(reason); dropping every cache of the mount, subscribers must rescan")
                 dropEveryCache(notifier)
             case .change(let change):
-                applyRemote(change, notifier)
+                forget(change, notifier)
+                untold.append(change)
             }
         }
+        tell()
     }
 
-    private func applyRemote(_ change: RemoteChange, _ notifier: KernelNotifier) {
+    /// What this host cached of the change's items goes.
+    private func forget(_ change: RemoteChange, _ notifier: KernelNotifier) {
         logger.debug("a change by another host", metadata: ["kind": "\(change.kind)", "path": "\(change.path)",
                                                             "host": "\(change.origin.host?.name ?? "")"])
         let path = change.path
@@ -56,8 +73,6 @@ extension FileSystem {
             // The other host kept a version beside the file: a name appeared there.
             if let kept = change.destination { followCreated(kept, isDirectory: false, notifier) }
         }
-        publish(change.kind, path: path, destination: change.destination, isDirectory: change.isDirectory,
-                origin: change.origin, size: change.size)
     }
 
     /// New content under `path`: a commit by rename put another file under the name (the node
