@@ -120,7 +120,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CoordFSClusterTests",
-            dependencies: ["CoordFSCluster", "CoordFSCore", "CoordFSTestSupport"],
+            dependencies: ["CoordFSCluster", "CoordFSCore", "CoordFSTestSupport", logging],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -68,6 +68,7 @@ extension FileSystem {
     private func openInPlace(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, claims held: HeldClaims?, consent: PresenterConsent) {
         let flags = copy.info.flags
         replyOpen(request, copy, claims: held, consent: consent) { () throws(Errno) -> OpenFile in
+            try checkNotReplacedElsewhere(node)
             let descriptor = try reopen(node, flags: backingFlags(flags))
             if flags & O_TRUNC != 0 { try clearSetIDBitsOnTruncatingOpen(request.raw, descriptor.raw) }
             return OpenFile(node: node, own: SharedDescriptor(descriptor), save: nil, isWriter: opensForChange(flags),
@@ -88,6 +89,8 @@ extension FileSystem {
                                     claims: held, origin: origin)
                 }
                 if !save.target.exists { throw .noSuchFileOrDirectory } // created, not committed yet
+            } else {
+                try checkNotReplacedElsewhere(node)
             }
             let descriptor = SharedDescriptor(try reopen(node, flags: backingFlags(flags)))
             let cached = activity.openReader(of: node, owner: reader, version: descriptor, identity: node.identity)
@@ -101,6 +104,7 @@ extension FileSystem {
         let flags = copy.info.flags
         let origin = origin(of: request.raw)
         replyOpen(request, copy, claims: held, consent: consent) { () throws(Errno) -> OpenFile in
+            if activity.save(of: node) == nil { try checkNotReplacedElsewhere(node) }
             let save = try saveForWriting(node, owner: .process(origin.pid))
             if flags & O_TRUNC != 0 {
                 let dropsSetID = canChangeOwners && fuse_req_ctx(request.raw)!.pointee.uid != 0
@@ -116,6 +120,22 @@ extension FileSystem {
             return OpenFile(node: node, own: nil, save: save, isWriter: true, appends: flags & O_APPEND != 0,
                             usesPageCache: false, claims: held, origin: origin, consent: consent)
         }
+    }
+
+    /// With other hosts, one of them may have given the node's name to another file (its
+    /// commit is a rename in the shared backing) while this kernel still holds the node it
+    /// looked up before, and their report of it may still be on its way. Once an open holds
+    /// its claims nobody changes the name any more: when it no longer names the node, the
+    /// node table lets go of it and the open fails with ESTALE, on which the kernel looks the
+    /// name up again (LOOKUP_REVAL) and opens what it names now. One fstatat, with --cluster
+    /// only; a node with a save of this host's in progress is this host's to change.
+    private func checkNotReplacedElsewhere(_ node: Node) throws(Errno) {
+        guard authority.hosts != nil, let (directory, name) = nodes.location(of: node) else { return }
+        let found = try? Syscall.stat(at: directory.directory, name)
+        guard found.map(FileIdentity.init) != node.identity else { return }
+        nodes.removedName(name, in: directory)
+        notifier?.invalidateEntry(directory: directory.id, name: name)
+        throw .staleNFSFileHandle
     }
 
     /// The node's save with one more writer: the owner's own if it has one, else a new one.

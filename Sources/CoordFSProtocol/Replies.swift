@@ -45,6 +45,9 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, Codable, Expressi
     public static let conflict: ErrorCode = "conflict"
     /// A claim could not be had before its wait ran out (see `blockers`).
     public static let timeout: ErrorCode = "timeout"
+    /// The mount is one of several hosts and cannot reach the cluster's database, so it cannot
+    /// prove a claim against the other hosts (`coordfs mount --cluster`).
+    public static let cutOff: ErrorCode = "cut-off"
     /// A waiting claim request was given up with `cancel`.
     public static let cancelled: ErrorCode = "cancelled"
     /// A per-connection or per-server limit was reached (too many subscriptions, connections…).

@@ -270,6 +270,112 @@ public struct StatusReport: Sendable, Hashable, Codable {
         }
     }
 
+    /// The cluster this mount is one host of (`coordfs mount --cluster`): its hosts, the
+    /// grants each holds and the requests waiting for one. Absent on a mount of one host (and
+    /// from servers before it).
+    public struct Cluster: Sendable, Hashable, Codable {
+        public var name: String
+        /// This mount's host id.
+        public var host: Int64
+        /// Whether this host reaches the cluster's database now (the lists are empty when not).
+        public var connected: Bool
+        /// Why not, when not.
+        public var problem: String?
+        public var hosts: [ClusterHost]
+        /// What each host may do without asking: a mode on a path and everything beneath it.
+        public var held: [HostClaim]
+        /// Hosts' requests for a grant, in arrival order (the order they are granted in).
+        public var waiting: [HostClaim]
+
+        public init(name: String, host: Int64, connected: Bool, problem: String?, hosts: [ClusterHost], held: [HostClaim],
+                    waiting: [HostClaim]) {
+            self.name = name
+            self.host = host
+            self.connected = connected
+            self.problem = problem
+            self.hosts = hosts
+            self.held = held
+            self.waiting = waiting
+        }
+    }
+
+    /// A mount in the cluster.
+    public struct ClusterHost: Sendable, Hashable, Codable {
+        public var id: Int64
+        public var hostname: String
+        /// The daemon's process id on its machine.
+        public var pid: Int32
+        public var mountpoint: FilePath
+        /// False for a host whose session ended: its row and grants go at the next heartbeat.
+        public var alive: Bool
+
+        public init(id: Int64, hostname: String, pid: Int32, mountpoint: FilePath, alive: Bool) {
+            self.id = id
+            self.hostname = hostname
+            self.pid = pid
+            self.mountpoint = mountpoint
+            self.alive = alive
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case id, hostname, pid, mountpoint, mountpointBytes, alive
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            id = try container.decode(Int64.self, forKey: .id)
+            hostname = try container.decode(String.self, forKey: .hostname)
+            pid = try container.decode(Int32.self, forKey: .pid)
+            mountpoint = try container.decodePath(forKey: .mountpoint)
+            alive = try container.decode(Bool.self, forKey: .alive)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(id, forKey: .id)
+            try container.encode(hostname, forKey: .hostname)
+            try container.encode(pid, forKey: .pid)
+            try container.encodePath(mountpoint, forKey: .mountpoint)
+            try container.encode(alive, forKey: .alive)
+        }
+    }
+
+    /// A host's grant, or its request for one.
+    public struct HostClaim: Sendable, Hashable, Codable {
+        public var host: Int64
+        public var path: FilePath
+        public var mode: ClaimModeName
+        /// Seconds since it was granted (held) or asked for (waiting), by the database's clock.
+        public var age: Double
+
+        public init(host: Int64, path: FilePath, mode: ClaimModeName, age: Double) {
+            self.host = host
+            self.path = path
+            self.mode = mode
+            self.age = age
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case host, path, pathBytes, mode, age
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            host = try container.decode(Int64.self, forKey: .host)
+            path = try container.decodePath(forKey: .path)
+            mode = try container.decode(ClaimModeName.self, forKey: .mode)
+            age = try container.decode(Double.self, forKey: .age)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(host, forKey: .host)
+            try container.encodePath(path, forKey: .path)
+            try container.encode(mode, forKey: .mode)
+            try container.encode(age, forKey: .age)
+        }
+    }
+
     public var server: Server
     public var connections: [Connection]
     public var events: Events
@@ -277,9 +383,11 @@ public struct StatusReport: Sendable, Hashable, Codable {
     public var presenters: [Presenter]
     public var presenterRequests: [PresenterRequest]
     public var claims: Claims
+    public var cluster: Cluster?
 
     public init(server: Server, connections: [Connection], events: Events, subscribers: [Subscriber], presenters: [Presenter],
-                presenterRequests: [PresenterRequest], claims: Claims) {
+                presenterRequests: [PresenterRequest], claims: Claims, cluster: Cluster? = nil) {
+        self.cluster = cluster
         self.server = server
         self.connections = connections
         self.events = events

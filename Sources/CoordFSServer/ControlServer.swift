@@ -62,9 +62,14 @@ public final class ControlServer: Sendable {
     ///   - mode: the socket file's permissions: 0600 lets only the mounting user connect;
     ///     0666 lets everyone connect (each is still shown only what its uid could read).
     ///   - access: decides what each client's user may read (`BackingPathAccess` on the backing root).
+    ///   - hosts: the other hosts that must also allow explicit claims (`--cluster`), as the
+    ///     mount's operations ask them; nil for a mount of one host.
+    ///   - cluster: the cluster's part of `status` (it may ask the database: it is called off
+    ///     the server's loop); nil for a mount of one host.
     public static func start(socketPath: String, mode: mode_t = 0o600, hub: EventHub, presenters: PresenterRegistry,
-                             claims: ClaimTable, access: any PathAccess, logger: Logger,
-                             options: Options = Options()) throws(ControlSocketError) -> ControlServer {
+                             claims: ClaimTable, hosts: (any HostCoverage)? = nil, access: any PathAccess, logger: Logger,
+                             options: Options = Options(),
+                             cluster: (@Sendable () -> StatusReport.Cluster)? = nil) throws(ControlSocketError) -> ControlServer {
         let address = try ControlSocket.address(socketPath)
         try ControlSocket.prepareDirectory(of: socketPath, shared: mode & 0o077 != 0)
         try ControlSocket.removeStale(socketPath, at: address, waitingUpTo: options.previousServerGrace)
@@ -72,8 +77,9 @@ public final class ControlServer: Sendable {
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let eventLoop = group.next()
-        let context = ServerContext(eventLoop: eventLoop, hub: hub, presenters: presenters, claims: claims, access: access,
-                                    logger: logger, options: options, socketPath: socketPath)
+        let context = ServerContext(eventLoop: eventLoop, hub: hub, presenters: presenters,
+                                    authority: ClaimAuthority(table: claims, hosts: hosts), access: access,
+                                    logger: logger, options: options, socketPath: socketPath, cluster: cluster)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 128)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 * 1024, high: 256 * 1024))

@@ -86,7 +86,8 @@ extension NoticeKind {
 // the two; a `claim` request's lists name their modes where the session reads them).
 
 extension ClaimModeName {
-    init(_ mode: ClaimMode) {
+    /// Public for the command, which shows the cluster's grants in status.
+    public init(_ mode: ClaimMode) {
         switch mode {
         case .snapshotRead: self = .snapshotRead
         case .read: self = .read

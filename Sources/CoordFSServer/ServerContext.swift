@@ -12,12 +12,14 @@ final class ServerContext: @unchecked Sendable {
     let eventLoop: any EventLoop
     let hub: EventHub
     let presenters: PresenterRegistry
-    /// Explicit claims go straight into the table the FUSE operations use, with no seam of
-    /// the server's own: claims across hosts (issue 22) will sit beneath this table, serving
-    /// the FUSE operations and the socket alike, so a second implementation would be of the
-    /// table's grant path, not of this server's use of it.
-    let claims: ClaimTable
+    /// Explicit claims go into the table the FUSE operations use, and with other hosts
+    /// (`--cluster`) ask them to cover the grant, as the FUSE operations do: one authority
+    /// for both, no seam of the server's own.
+    let authority: ClaimAuthority
+    var claims: ClaimTable { authority.table }
     let access: any PathAccess
+    /// The cluster's part of status, nil for a mount of one host (see `ControlServer.start`).
+    let cluster: (@Sendable () -> StatusReport.Cluster)?
     let logger: Logger
     let options: ControlServer.Options
     let socketPath: String
@@ -34,12 +36,13 @@ final class ServerContext: @unchecked Sendable {
     /// Encoded events by sequence number: every subscriber of an event shares one encoding.
     private var eventLines = [(sequence: UInt64, json: [UInt8])](repeating: (0, []), count: 1024)
 
-    init(eventLoop: any EventLoop, hub: EventHub, presenters: PresenterRegistry, claims: ClaimTable, access: any PathAccess,
-         logger: Logger, options: ControlServer.Options, socketPath: String) {
+    init(eventLoop: any EventLoop, hub: EventHub, presenters: PresenterRegistry, authority: ClaimAuthority, access: any PathAccess,
+         logger: Logger, options: ControlServer.Options, socketPath: String, cluster: (@Sendable () -> StatusReport.Cluster)? = nil) {
+        self.cluster = cluster
         self.eventLoop = eventLoop
         self.hub = hub
         self.presenters = presenters
-        self.claims = claims
+        self.authority = authority
         self.access = access
         self.logger = logger
         self.options = options

@@ -48,3 +48,17 @@ extension ServerContext {
             claims: .init(held: held, waiting: waiting))
     }
 }
+
+extension AccessGate {
+    /// The cluster's part of status without the grants and requests on paths the viewer could
+    /// not see (as for this host's claims).
+    func visible(_ cluster: StatusReport.Cluster) -> StatusReport.Cluster {
+        let mayLearn: (StatusReport.HostClaim) -> Bool = { claim in
+            MountPath(bytes: WirePath.bytes(of: claim.path)).map(self.mayLearnAbout) ?? false
+        }
+        var shown = cluster
+        shown.held = cluster.held.filter(mayLearn)
+        shown.waiting = cluster.waiting.filter(mayLearn)
+        return shown
+    }
+}

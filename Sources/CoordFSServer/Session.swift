@@ -1,4 +1,5 @@
 import CoordFSCore
+import Dispatch
 import CoordFSProtocol
 import SystemPackage
 import Logging
@@ -37,16 +38,28 @@ final class Session {
     private(set) var presenters: [UInt64: PresenterRegistration] = [:]
 
     private struct Held {
-        let grant: ClaimGrant
+        let claims: HeldClaims
         let read: [FilePath]
         let write: [FilePath]
     }
 
-    private struct Waiting {
-        let ticket: ClaimWaitTicket
+    /// A claim request as asked for.
+    private struct Ask {
         let read: [FilePath]
         let write: [FilePath]
         let started: ContinuousClock.Instant
+        let deadline: ContinuousClock.Instant
+        let nonblocking: Bool
+    }
+
+    private struct Waiting {
+        /// What the request waits for: this host's claim table, then the other hosts.
+        enum Stage {
+            case local(ClaimWaitTicket)
+            case hosts(CoverageWait)
+        }
+        let stage: Stage
+        let ask: Ask
     }
 
     private var held: [UInt64: Held] = [:]
@@ -145,7 +158,25 @@ final class Session {
         case .claim(let body): claim(id, body)
         case .release(let body): release(id, body)
         case .cancel(let body): cancel(id, body)
-        case .status: reply(id, context.status(for: self))
+        case .status: status(id)
+        }
+    }
+
+    /// Replies with the mount's status; with a cluster, its part is read off the loop first
+    /// (it may take a round trip to the database) and the rest when the reply goes.
+    private func status(_ id: RequestID) {
+        guard let cluster = context.cluster else { return reply(id, context.status(for: self)) }
+        let context = self.context
+        let sessionID = self.id
+        DispatchQueue.global().async {
+            let part = cluster()
+            context.eventLoop.execute {
+                guard let session = context.sessions[sessionID], !session.isClosed else { return }
+                var report = context.status(for: session)
+                report.cluster = session.gate.visible(part)
+                session.reply(id, report)
+                session.flush()
+            }
         }
     }
 
@@ -391,10 +422,11 @@ final class Session {
         let read = requests.filter { $0.mode == .read }.map(\.path.filePath)
         let write = requests.filter { $0.mode == .exclusive }.map(\.path.filePath)
 
+        let started = ContinuousClock.now
         if body.nonblock == true || body.wait == 0 {
             switch context.claims.tryAcquire(requests, owner: claimOwner) {
             case .success(let grant):
-                grantClaim(id, grant, read: read, write: write, waited: .zero)
+                coverAcrossHosts(id, grant, Ask(read: read, write: write, started: started, deadline: started, nonblocking: true))
             case .failure(let conflict):
                 Instruments.claimWouldBlock()
                 let now = ContinuousClock.now
@@ -403,7 +435,6 @@ final class Session {
             }
             return
         }
-        let started = ContinuousClock.now
         let limit = body.wait.map { Duration.seconds(clamping: $0) } ?? options.defaultClaimWait
         let deadline = started.advanced(by: min(limit, options.maxClaimWait))
         let context = self.context
@@ -417,19 +448,60 @@ final class Session {
                 }
             }
         }
+        let ask = Ask(read: read, write: write, started: started, deadline: deadline, nonblocking: false)
         switch attempt {
         case .granted(let grant):
-            grantClaim(id, grant, read: read, write: write, waited: ContinuousClock.now - started)
+            coverAcrossHosts(id, grant, ask)
         case .waiting(let ticket):
-            waiting[id] = Waiting(ticket: ticket, read: read, write: write, started: started)
+            waiting[id] = Waiting(stage: .local(ticket), ask: ask)
         }
     }
 
-    private func grantClaim(_ id: RequestID, _ grant: ClaimGrant, read: [FilePath], write: [FilePath], waited: Duration) {
+    /// The claim's second step, once this host's table granted it: the other hosts cover it
+    /// (at once when none is in the picture or this host's grants cover it), or the request
+    /// waits for them, holding the local grant, until `coverageOutcome`.
+    private func coverAcrossHosts(_ id: RequestID, _ grant: ClaimGrant, _ ask: Ask) {
+        if let claims = context.authority.heldNow(grant) {
+            return grantClaim(id, claims, read: ask.read, write: ask.write, waited: ContinuousClock.now - ask.started)
+        }
+        let context = self.context
+        let sessionID = self.id
+        let asked = context.authority.cover(grant, deadline: ask.deadline, nonblocking: ask.nonblocking) { result in
+            context.eventLoop.execute {
+                if let session = context.sessions[sessionID] {
+                    session.coverageOutcome(id, result)
+                } else if case .success(let claims) = result {
+                    context.authority.release(claims)
+                }
+            }
+        }
+        waiting[id] = Waiting(stage: .hosts(asked), ask: ask)
+    }
+
+    private func grantClaim(_ id: RequestID, _ claims: HeldClaims, read: [FilePath], write: [FilePath], waited: Duration) {
         let claimID = nextClaimID
         nextClaimID += 1
-        held[claimID] = Held(grant: grant, read: read, write: write)
+        held[claimID] = Held(claims: claims, read: read, write: write)
         reply(id, Request.Claim.Reply(claim: claimID, read: read, write: write, waited: waited.seconds))
+    }
+
+    func coverageOutcome(_ id: RequestID, _ result: Result<HeldClaims, CoverageRefusal>) {
+        guard !isClosed, let pending = waiting.removeValue(forKey: id) else {
+            if case .success(let claims) = result { context.authority.release(claims) }
+            return
+        }
+        let waited = ContinuousClock.now - pending.ask.started
+        switch result {
+        case .success(let claims):
+            grantClaim(id, claims, read: pending.ask.read, write: pending.ask.write, waited: waited)
+        case .failure(.timedOut(let holders)):
+            fail(id, .timeout, "held on other hosts: \(holders.joined(separator: "; ")) (gave up after \(Self.format(waited.seconds)) s)")
+        case .failure(.wouldBlock):
+            fail(id, .conflict, "held on another host (not waiting: nonblock)")
+        case .failure(.cutOff(let reason)):
+            fail(id, .cutOff, "this host cannot reach the cluster's database: \(reason)")
+        }
+        flush()
     }
 
     func claimOutcome(_ id: RequestID, _ outcome: ClaimWaitOutcome) {
@@ -440,9 +512,9 @@ final class Session {
         let now = ContinuousClock.now
         switch outcome {
         case .granted(let grant):
-            grantClaim(id, grant, read: pending.read, write: pending.write, waited: now - pending.started)
+            coverAcrossHosts(id, grant, pending.ask)
         case .timedOut(let blockers):
-            let waited = (now - pending.started).seconds
+            let waited = (now - pending.ask.started).seconds
             fail(id, .timeout, "\(Self.describe(blockers, now: now)) (gave up after \(Self.format(waited)) s)",
                  blockers: blockers.map { ClaimHolderRecord($0, now: now) })
         }
@@ -453,18 +525,27 @@ final class Session {
         guard let claim = held.removeValue(forKey: body.claim) else {
             return fail(id, .notFound, "no claim \(body.claim) is held on this connection")
         }
-        context.claims.release(claim.grant)
+        context.authority.release(claim.claims)
         reply(id, Empty())
     }
 
     private func cancel(_ id: RequestID, _ body: Request.Cancel) {
-        guard let pending = waiting[body.request], context.claims.cancel(pending.ticket) else {
+        guard let pending = waiting[body.request], withdraw(pending) else {
             // Not waiting, or its outcome is already on the way: that reply will come.
             return reply(id, Request.Cancel.Reply(cancelled: false))
         }
         waiting[body.request] = nil
         fail(body.request, .cancelled, "the claim was cancelled before it was granted")
         reply(id, Request.Cancel.Reply(cancelled: true))
+    }
+
+    /// Takes a waiting request back from whichever step it waits in (the local grant of one
+    /// waiting for other hosts goes with it); false when its outcome is already on its way.
+    private func withdraw(_ pending: Waiting) -> Bool {
+        switch pending.stage {
+        case .local(let ticket): context.claims.cancel(ticket)
+        case .hosts(let asked): context.authority.cancel(asked)
+        }
     }
 
     static func describe(_ blockers: [ClaimHolder], now: ContinuousClock.Instant) -> String {
@@ -493,11 +574,15 @@ final class Session {
         guard !isClosed else { return }
         isClosed = true
         for pending in waiting.values {
-            context.claims.cancel(pending.ticket)
+            // One whose outcome is on its way finds the session closed and releases what it got.
+            _ = withdraw(pending)
         }
         waiting.removeAll()
-        context.claims.releaseAll(of: claimOwner)
+        for claim in held.values {
+            context.authority.release(claim.claims)
+        }
         held.removeAll()
+        context.claims.releaseAll(of: claimOwner)
         for subscription in subscriptions.values {
             subscription.events.cancel()
         }

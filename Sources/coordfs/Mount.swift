@@ -327,7 +327,7 @@ struct Mount: ParsableCommand {
         serverOptions.defaultClaimWait = .milliseconds(Int64(claimTimeout * 1000))
         serverOptions.backingWatch = fileSystem.watchMethod?.rawValue
         return try ControlServer.start(socketPath: socketPath, mode: socketPermissions!, hub: fileSystem.events,
-                                       presenters: fileSystem.presenters, claims: fileSystem.claims,
+                                       presenters: fileSystem.presenters, claims: fileSystem.claims, hosts: fileSystem.authority.hosts,
                                        access: BackingPathAccess(rootDescriptor: fileSystem.nodes.root.directory),
                                        logger: logger, options: serverOptions)
     }

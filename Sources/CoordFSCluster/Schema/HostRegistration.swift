@@ -29,15 +29,25 @@ public enum HostRegistration {
         }
         let hostname = Self.hostname()
         let pid = getpid()
-        let rows = try connection.execute("""
-            INSERT INTO coordfs_hosts (cluster, host_id, hostname, boot_id, pid, mountpoint, server_pid)
-            VALUES ($1, nextval('coordfs_host_ids'), $2, $3, $4::int, $5, pg_backend_pid())
-            RETURNING host_id
-            """, [.text(configuration.name), .text(hostname), .text(bootID()), .integer(Int64(pid)), .bytes(mountpoint)])
-        guard let id = rows.integer(0, 0) else { throw DatabaseError("registering the host returned no id") }
-        try connection.execute("SELECT pg_advisory_lock($1::int, $2::int)",
-                               [.integer(Int64(configuration.lockKey)), .integer(id)])
-        return ClusterHost(id: id, hostname: hostname, pid: pid)
+        // The row and its liveness lock appear together (the session-level lock outlives the
+        // COMMIT): a row seen without its lock is always a dead host's, never one registering,
+        // so reaping can never take a live host's row.
+        try connection.execute("BEGIN")
+        do throws(DatabaseError) {
+            let rows = try connection.execute("""
+                INSERT INTO coordfs_hosts (cluster, host_id, hostname, boot_id, pid, mountpoint, server_pid)
+                VALUES ($1, nextval('coordfs_host_ids'), $2, $3, $4::int, $5, pg_backend_pid())
+                RETURNING host_id
+                """, [.text(configuration.name), .text(hostname), .text(bootID()), .integer(Int64(pid)), .bytes(mountpoint)])
+            guard let id = rows.integer(0, 0) else { throw DatabaseError("registering the host returned no id") }
+            try connection.execute("SELECT pg_advisory_lock($1::int, $2::int)",
+                                   [.integer(Int64(configuration.lockKey)), .integer(id)])
+            try connection.execute("COMMIT")
+            return ClusterHost(id: id, hostname: hostname, pid: pid)
+        } catch {
+            _ = try? connection.execute("ROLLBACK")
+            throw error
+        }
     }
 
     /// SQL true when host `host_id` (a column in scope) of cluster key `$key` holds its liveness lock.

@@ -68,6 +68,7 @@ public struct ClaimAuthority: Sendable {
     /// Asks the other hosts to cover `grant`. `onOutcome` is called once, later and on another
     /// thread, with the held claims, or with the refusal after the local grant was released,
     /// unless `cancel` takes the request back first. Call only when `heldNow` gave nil.
+    /// Snapshot reads alone are held uncovered when this host is cut off.
     public func cover(_ grant: ClaimGrant, deadline: ContinuousClock.Instant, nonblocking: Bool,
                       onOutcome: @escaping @Sendable (Result<HeldClaims, CoverageRefusal>) -> Void) -> CoverageWait {
         guard let hosts else { preconditionFailure("nothing to ask: heldNow covers a mount of one host") }
@@ -78,7 +79,13 @@ public struct ClaimAuthority: Sendable {
             case .covered(let use): return onOutcome(.success(HeldClaims(grant: grant, coverage: use)))
             case .timedOut(let holders): refusal = .timedOut(holders: holders)
             case .wouldBlock: refusal = .wouldBlock
-            case .cutOff(let reason): refusal = .cutOff(reason: reason)
+            case .cutOff(let reason):
+                // A snapshot read changes nothing and reads a committed version: cut off, it
+                // goes on without the other hosts' word (it cannot see a write in progress).
+                if grant.requests.allSatisfy({ $0.mode == .snapshotRead }) {
+                    return onOutcome(.success(HeldClaims(grant: grant, coverage: nil)))
+                }
+                refusal = .cutOff(reason: reason)
             }
             table.release(grant)
             onOutcome(.failure(refusal))
