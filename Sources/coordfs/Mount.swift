@@ -286,6 +286,7 @@ struct Mount: ParsableCommand {
         let events: ClusterEvents
         do {
             events = try ClusterEvents(configuration: configuration, host: cluster.host, logger: logger,
+                                       currentHost: { [cluster] in cluster.host },
                                        apply: { [fileSystem] batch in fileSystem.applyRemoteChanges(batch) })
         } catch {
             let message = error.description.split(whereSeparator: \.isNewline).map { $0.trimmingPrefix(while: \.isWhitespace) }.joined(separator: " ")

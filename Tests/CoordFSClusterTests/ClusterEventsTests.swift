@@ -251,6 +251,30 @@ struct ClusterEventsTests {
         withExtendedLifetime((sessionA, sessionB)) {}
     }
 
+    /// A session that reconnected registered again under a new id: the host's events go out
+    /// under it, and what it published under either id never comes back to it.
+    @Test func aHostRegisteredAgainKeepsItsEventsItsOwn() throws {
+        let (firstSession, firstA) = try register("/mnt/a")
+        let (sessionB, hostB) = try register("/mnt/b")
+        let currentA = Mutex(firstA)
+        let receivedA = Received(), receivedB = Received()
+        let a = try ClusterEvents(configuration: configuration, host: firstA, logger: logger,
+                                  currentHost: { currentA.withLock { $0 } }, apply: { receivedA.take($0) })
+        let b = try start(hostB, receivedB)
+        defer { a.stop(); b.stop() }
+        for number in 0..<10 { a.publish(event(number)) }
+        #expect(receivedB.wait { $0.changes.count >= 10 })
+        let (secondSession, secondA) = try register("/mnt/a")
+        currentA.withLock { $0 = secondA }
+        for number in 10..<20 { a.publish(event(number)) }
+        #expect(receivedB.wait { $0.changes.count >= 20 })
+        usleep(1_500_000)
+        #expect(paths(receivedB.changes) == expected(0..<20))
+        #expect(receivedB.changes.map { $0.origin.host!.id } == Array(repeating: firstA.id, count: 10) + Array(repeating: secondA.id, count: 10))
+        #expect(receivedA.changes.isEmpty)
+        withExtendedLifetime((firstSession, secondSession, sessionB)) {}
+    }
+
     @Test func peerDaemonsOnThisBootAreKnown() throws {
         let (sessionA, hostA) = try register("/mnt/a")
         let a = try start(hostA, Received())

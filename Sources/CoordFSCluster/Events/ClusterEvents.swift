@@ -52,7 +52,11 @@ public final class ClusterEvents: Sendable {
     /// How often the thread reads without a hint, and looks at the hosts.
     static let tick: Duration = .seconds(1)
 
+    /// The host as it registered first; `currentHost` tells what it is now.
     public let host: ClusterHost
+    /// The host as the session knows it now: a session that reconnected registered again,
+    /// under a new id. Its events go out under that id; rows under any id it had are its own.
+    let currentHost: (@Sendable () -> ClusterHost)?
     let configuration: ClusterConfiguration
     let logger: Logger
     let retention: EventRetention
@@ -83,9 +87,11 @@ public final class ClusterEvents: Sendable {
     /// Throws when the database cannot be reached: the mount says so and does not start.
     public init(configuration: ClusterConfiguration, host: ClusterHost, logger: Logger,
                 retention: EventRetention = EventRetention(), queueCapacity: Int = ClusterEvents.defaultQueueCapacity,
+                currentHost: (@Sendable () -> ClusterHost)? = nil,
                 apply: @escaping @Sendable (RemoteBatch) -> Void) throws(DatabaseError) {
         self.configuration = configuration
         self.host = host
+        self.currentHost = currentHost
         self.logger = logger
         self.retention = retention
         self.queueCapacity = queueCapacity
@@ -186,6 +192,8 @@ final class EventLoop {
     private var connection: DatabaseConnection?
     /// The last row of the table this host has read (or skipped as its own).
     private(set) var cursor: Int64
+    /// Every id this host has had (see `ClusterEvents.currentHost`).
+    private var ownIDs: Set<Int64>
     /// Hosts seen alive at the last look, by id, with their names.
     private var alive: [Int64: String] = [:]
     /// Names of hosts ever seen, for rows whose host has gone since.
@@ -197,11 +205,23 @@ final class EventLoop {
     private var configuration: ClusterConfiguration { events.configuration }
     private var name: DatabaseValue { .text(configuration.name) }
     private var lockKey: DatabaseValue { .integer(Int64(configuration.lockKey)) }
+    /// Every id this host has had, as a bigint[] parameter.
+    private var ownIDList: DatabaseValue { .text("{" + ownIDs.sorted().map(String.init).joined(separator: ",") + "}") }
+
+    /// This host as it is registered now.
+    private func me() -> ClusterHost {
+        let host = events.currentHost?() ?? events.host
+        if ownIDs.insert(host.id).inserted {
+            events.logger.notice("cluster events: this host registered again; its events go out under its new id", metadata: ["id": "\(host.id)"])
+        }
+        return host
+    }
 
     init(events: ClusterEvents, connection: DatabaseConnection, cursor: Int64) {
         self.events = events
         self.connection = connection
         self.cursor = cursor
+        ownIDs = [events.host.id]
         lastTick = clock.now
         // Hosts trim at different moments: a random share of the interval first.
         lastTrim = clock.now - .milliseconds(Int64.random(in: 0...max(events.retention.trimInterval.milliseconds, 1)))
@@ -272,16 +292,21 @@ final class EventLoop {
     /// from another session came, and whether the wake-up descriptor fired.
     private func waitForInput() throws(DatabaseError) -> (hinted: Bool, woken: Bool) {
         guard let connection else { return (false, false) }
-        let remaining = ClusterEvents.tick - (clock.now - lastTick)
-        let ready = (try? Syscall.waitReadable([connection.socket, events.wake], timeout: Int32(clamping: max(remaining.milliseconds, 0)))) ?? []
-        var hinted = false
-        if ready.contains(0) {
-            let own = connection.serverPID
+        let own = connection.serverPID
+        func hint() throws(DatabaseError) -> Bool {
+            var hinted = false
             for notification in try connection.notifications() {
                 if notification.payload == "joined" { try refreshHosts(announcingDeaths: false) }
                 if notification.senderPID != own { hinted = true }
             }
+            return hinted
         }
+        // A notification that came during this thread's last statement was read with its
+        // result, off the socket: polling would not see it until the tick.
+        if try hint() { return (true, false) }
+        let remaining = ClusterEvents.tick - (clock.now - lastTick)
+        let ready = (try? Syscall.waitReadable([connection.socket, events.wake], timeout: Int32(clamping: max(remaining.milliseconds, 0)))) ?? []
+        let hinted = ready.contains(0) ? try hint() : false
         return (hinted, ready.contains(1))
     }
 
@@ -311,7 +336,7 @@ final class EventLoop {
                 try connection.execute("""
                     INSERT INTO coordfs_events (cluster, host_id, kind, path, is_directory, pid, uid, process)
                     VALUES ($1, $2, 'left', '\\x2f'::bytea, true, 0, 0, $3)
-                    """, [name, .integer(events.host.id), .text(events.host.hostname)])
+                    """, [name, .integer(me().id), .text(me().hostname)])
             }
         } catch {
             events.logger.warning("cluster events: could not publish the last events", metadata: ["error": "\(error)"])
@@ -374,7 +399,8 @@ final class EventLoop {
     }
 
     private func insert(_ batch: [ChangeEvent], resync: Bool, on connection: DatabaseConnection) throws(DatabaseError) {
-        var values: [DatabaseValue] = [name, .integer(events.host.id), .text(configuration.channel)]
+        let host = me()
+        var values: [DatabaseValue] = [name, .integer(host.id), .text(configuration.channel)]
         var rows: [String] = []
         func row(_ kind: String, _ path: [UInt8], _ destination: [UInt8]?, _ isDirectory: Bool, _ size: Int64?,
                  _ pid: Int32, _ uid: UInt32, _ process: String) {
@@ -387,7 +413,7 @@ final class EventLoop {
             row(event.kind.rawValue, event.path.bytes, event.destination?.bytes, event.isDirectory, event.size,
                 event.origin.pid, event.origin.uid, event.origin.processName)
         }
-        if resync { row("resync", MountPath.root.bytes, nil, true, nil, 0, 0, events.host.hostname) }
+        if resync { row("resync", MountPath.root.bytes, nil, true, nil, 0, 0, host.hostname) }
         try connection.execute("""
             WITH inserted AS (
                 INSERT INTO coordfs_events (cluster, host_id, kind, path, destination, is_directory, size, pid, uid, process)
@@ -402,14 +428,15 @@ final class EventLoop {
     /// Hands every row of other hosts after the cursor to `apply`, in order.
     func readRemote() throws(DatabaseError) {
         guard let connection else { return }
+        _ = me()
         while true {
             let before = cursor
             let rows = try connection.execute("""
                 SELECT e.cursor, e.host_id, e.kind, e.path, e.destination, e.is_directory, e.size, e.pid, e.uid, e.process, h.hostname
                 FROM coordfs_events e LEFT JOIN coordfs_hosts h ON h.cluster = e.cluster AND h.host_id = e.host_id
-                WHERE e.cluster = $1 AND e.cursor > $2 AND e.host_id <> $3
+                WHERE e.cluster = $1 AND e.cursor > $2 AND NOT e.host_id = ANY($3::bigint[])
                 ORDER BY e.cursor LIMIT \(ClusterEvents.readLimit)
-                """, [name, .integer(cursor), .integer(events.host.id)])
+                """, [name, .integer(cursor), ownIDList])
             // Read after the rows: a trim that took rows this read could not see shows here.
             let horizon = try connection.execute("SELECT trimmed_through FROM coordfs_event_horizon WHERE cluster = $1",
                                                  [name])
@@ -465,10 +492,11 @@ final class EventLoop {
     /// hosts that died since the last look.
     func refreshHosts(announcingDeaths: Bool) throws(DatabaseError) {
         guard let connection else { return }
+        _ = me()
         let rows = try connection.execute("""
             SELECT h.host_id, h.hostname, h.boot_id, h.pid, \(HostRegistration.isAliveCondition(hostColumn: "h.host_id", keyParameter: "$3"))
-            FROM coordfs_hosts h WHERE h.cluster = $1 AND h.host_id <> $2
-            """, [name, .integer(events.host.id), lockKey])
+            FROM coordfs_hosts h WHERE h.cluster = $1 AND NOT h.host_id = ANY($2::bigint[])
+            """, [name, ownIDList, lockKey])
         var nowAlive: [Int64: String] = [:]
         var dead: [EventHost] = []
         var peerPIDs: Set<Int32> = []
