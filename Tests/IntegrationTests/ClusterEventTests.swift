@@ -40,6 +40,16 @@ import Testing
         }
 
         var pid: Int32 { process.processIdentifier }
+        private var killed = false
+
+        /// kill -9, then the dead mount's leftover taken away.
+        func kill() {
+            killed = true
+            Glibc.kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            _ = try? run(["fusermount3", "-u", mountpoint])
+            if isMounted(mountpoint) { _ = try? run(["umount", "-l", mountpoint]) }
+        }
 
         /// A hello'd connection to the daemon's control socket.
         func connect() throws -> LineClient {
@@ -51,6 +61,7 @@ import Testing
         }
 
         func unmount(sourceLocation: SourceLocation = #_sourceLocation) {
+            guard !killed else { return }
             let result = try? run([coordfsBinary, "unmount", mountpoint])
             #expect(result?.status == 0, "coordfs unmount: \(result?.description ?? "did not run")", sourceLocation: sourceLocation)
             let deadline = Date().addingTimeInterval(15)
@@ -240,6 +251,30 @@ import Testing
                 if let seen = Seen(push), seen.kind == "created", seen.host == Self.hostname { fromA.insert(seen.path) }
             }
             #expect(expected.subtracting(fromA).isEmpty, "missing at B: \(expected.subtracting(fromA).sorted())")
+        }
+    }
+
+    /// A host killed with -9 may have committed changes it never published: B's subscriber
+    /// is told to rescan, once.
+    @Test func aKilledHostCostsOneResync() throws {
+        try Self.withTwoMounts { _, _, a, b in
+            let onB = try b.connect()
+            try Self.subscribe(onB)
+            try Self.write(a.mountpoint + "/before", "x")
+            var heard = false
+            while !heard, let push = try? onB.nextPush(timeout: .seconds(10)) {
+                heard = Seen(push)?.path == "/before"
+            }
+            #expect(heard)
+            a.kill()
+            var markers: [[String: Any]] = []
+            let deadline = ContinuousClock.now + .seconds(15)
+            while markers.isEmpty, ContinuousClock.now < deadline {
+                if let push = try? onB.nextPush(timeout: .seconds(1)), push["push"] as? String == "overflow" { markers.append(push) }
+            }
+            markers += Self.drain(onB, quiet: .seconds(3)).filter { $0["push"] as? String == "overflow" }
+            #expect(markers.count == 1, "\(markers)")
+            #expect(markers.first?["reason"] as? String == "backing", "\(markers)")
         }
     }
 
