@@ -371,7 +371,7 @@ final class EventLoop {
             let resyncRow = overflowed && batch.count < ClusterEvents.insertLimit
             if batch.isEmpty && !resyncRow { return }
             do throws(DatabaseError) {
-                try transaction { (connection) throws(DatabaseError) in try insert(batch, resync: resyncRow, on: connection) }
+                try insert(batch, resync: resyncRow)
             } catch {
                 guard error.connectionLost else {
                     // The server refused these rows (not the connection): never retried forever.
@@ -398,16 +398,19 @@ final class EventLoop {
         }
     }
 
-    private func insert(_ batch: [ChangeEvent], resync: Bool, on connection: DatabaseConnection) throws(DatabaseError) {
+    /// One statement, so one round trip: its own transaction, which takes the event lock before
+    /// the first row is made (each row joins the lock's one row, so none exists before it).
+    private func insert(_ batch: [ChangeEvent], resync: Bool) throws(DatabaseError) {
+        guard let connection else { throw DatabaseError("not connected", connectionLost: true) }
         let host = me()
-        var values: [DatabaseValue] = [name, .integer(host.id), .text(configuration.channel)]
+        var values: [DatabaseValue] = [name, .integer(host.id), .text(configuration.channel), lockKey]
         var rows: [String] = []
         func row(_ kind: String, _ path: [UInt8], _ destination: [UInt8]?, _ isDirectory: Bool, _ size: Int64?,
                  _ pid: Int32, _ uid: UInt32, _ process: String) {
             let base = values.count
             values += [.text(kind), .bytes(path), destination.map { .bytes($0) } ?? .null, .boolean(isDirectory),
                        size.map { .integer($0) } ?? .null, .integer(Int64(pid)), .integer(Int64(uid)), .text(process)]
-            rows.append("($1, $2, $\(base + 1)::text, $\(base + 2)::bytea, $\(base + 3)::bytea, $\(base + 4)::boolean, $\(base + 5)::bigint, $\(base + 6)::int, $\(base + 7)::bigint, $\(base + 8)::text)")
+            rows.append("($\(base + 1)::text, $\(base + 2)::bytea, $\(base + 3)::bytea, $\(base + 4)::boolean, $\(base + 5)::bigint, $\(base + 6)::int, $\(base + 7)::bigint, $\(base + 8)::text)")
         }
         for event in batch {
             row(event.kind.rawValue, event.path.bytes, event.destination?.bytes, event.isDirectory, event.size,
@@ -415,9 +418,11 @@ final class EventLoop {
         }
         if resync { row("resync", MountPath.root.bytes, nil, true, nil, 0, 0, host.hostname) }
         try connection.execute("""
-            WITH inserted AS (
+            WITH locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($4::int, -1)),
+            inserted AS (
                 INSERT INTO coordfs_events (cluster, host_id, kind, path, destination, is_directory, size, pid, uid, process)
-                VALUES \(rows.joined(separator: ", "))
+                SELECT $1, $2, v.kind, v.path, v.destination, v.is_directory, v.size, v.pid, v.uid, v.process
+                FROM locked, (VALUES \(rows.joined(separator: ", "))) AS v(kind, path, destination, is_directory, size, pid, uid, process)
                 RETURNING cursor)
             SELECT pg_notify($3, 'events ' || max(cursor)) FROM inserted
             """, values)
