@@ -175,7 +175,7 @@ extension FileSystem {
         // The common case, no conflict: no wait object, no interrupt registration.
         switch self.claims.tryAcquire(claims, owner: owner, lineage: lineage) {
         case .success(let grant):
-            return coverAcrossHosts(request, grant, claimsNow, deadline: nil, nonblocking: nonblocking, whenRefused: whenRefused, body)
+            return coverAcrossHosts(request, grant, lineage, claimsNow, deadline: nil, nonblocking: nonblocking, whenRefused: whenRefused, body)
         case .failure where nonblocking:
             Instruments.claimWouldBlock()
             reply(request, error: .wouldBlock)
@@ -203,7 +203,7 @@ extension FileSystem {
                             self.claims.release(grant)
                             withClaims(wait.request.raw, claimsNow, whenRefused: whenRefused, body)
                         } else {
-                            coverAcrossHosts(wait.request.raw, grant, claimsNow, deadline: deadline, nonblocking: false,
+                            coverAcrossHosts(wait.request.raw, grant, lineage, claimsNow, deadline: deadline, nonblocking: false,
                                              whenRefused: whenRefused, body)
                         }
                     }
@@ -223,7 +223,7 @@ extension FileSystem {
             guard wait.claimAnswer() else { return self.claims.release(grant) } // interrupted meanwhile
             wait.unregister()
             wait.goOnHere()
-            coverAcrossHosts(request, grant, claimsNow, deadline: deadline, nonblocking: false, whenRefused: whenRefused, body)
+            coverAcrossHosts(request, grant, lineage, claimsNow, deadline: deadline, nonblocking: false, whenRefused: whenRefused, body)
         case .waiting(let ticket):
             wait.ticket.withLock { $0 = ticket }
             // An interrupt that arrived before the ticket was known could not cancel; do it now.
@@ -239,11 +239,12 @@ extension FileSystem {
     /// fails the request: EBUSY at the deadline (the log names the hosts holding it),
     /// EWOULDBLOCK for `nonblocking`, ENOLCK when this host cannot reach the cluster's
     /// database; an interrupt takes the request back from the hosts (EINTR). `deadline`: the
-    /// one the local wait had, nil when it did not wait.
-    private func coverAcrossHosts(_ request: fuse_req_t, _ grant: ClaimGrant, _ claimsNow: @escaping @Sendable () -> [ClaimRequest],
+    /// one the local wait had, nil when it did not wait; `lineage`: the one the table was asked
+    /// with (a request nested in its owner's covered claims needs no other host: `ClaimAuthority`).
+    private func coverAcrossHosts(_ request: fuse_req_t, _ grant: ClaimGrant, _ lineage: ProcessLineage, _ claimsNow: @escaping @Sendable () -> [ClaimRequest],
                                   deadline: ContinuousClock.Instant?, nonblocking: Bool, whenRefused: (@Sendable () -> Void)?,
                                   _ body: @escaping @Sendable (HeldClaims?) -> Void) {
-        if let held = authority.heldNow(grant) { return body(held) }
+        if let held = authority.heldNow(grant, lineage: lineage) { return body(held) }
 
         let wait = HostCoverageWait(authority: authority, request: PendingRequest(raw: request), metrics: requestMetrics,
                                     afterInterrupt: whenRefused)

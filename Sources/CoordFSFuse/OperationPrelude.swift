@@ -24,21 +24,29 @@ struct NamedPath: Sendable {
     /// The path when the operation started; nil for an item with no name (unlinked, or
     /// reachable only through a descriptor): nobody presents it and nobody claims it.
     let resolved: MountPath?
+    /// Whether a node that loses its name while the operation waits is still claimed by the
+    /// path it started with (see `init`).
+    private let keepsStartingPath: Bool
 
-    init(_ node: Node, in nodes: NodeTable) {
+    /// `keepsStartingPath`: with other hosts, a report of another host's commit (a rename
+    /// over the name) takes the name from the node an open waits with; the open must still
+    /// claim that name, never go on with no claim at all (it then finds the new file).
+    init(_ node: Node, in nodes: NodeTable, keepsStartingPath: Bool = false) {
         anchor = .node(node)
         resolved = nodes.path(of: node)
+        self.keepsStartingPath = keepsStartingPath
     }
 
     init(_ entry: DirectoryEntry, in nodes: NodeTable) {
         anchor = .entry(entry)
         resolved = nodes.path(of: entry.directory)?.appending(entry.name)
+        keepsStartingPath = false
     }
 
     /// The path now, from the nodes.
     func current(in nodes: NodeTable) -> MountPath? {
         switch anchor {
-        case .node(let node): nodes.path(of: node)
+        case .node(let node): nodes.path(of: node) ?? (keepsStartingPath ? resolved : nil)
         case .entry(let entry): nodes.path(of: entry.directory)?.appending(entry.name)
         }
     }

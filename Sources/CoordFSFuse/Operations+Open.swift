@@ -31,7 +31,7 @@ extension FileSystem {
         let flags = file.pointee.flags
         let copy = FileInfoCopy(info: file.pointee)
         let pending = PendingRequest(raw: request)
-        let item = node.isRegularFile ? NamedPath(node, in: nodes) : nil
+        let item = node.isRegularFile ? NamedPath(node, in: nodes, keepsStartingPath: authority.hosts != nil) : nil
         guard let item, let path = item.resolved else {
             // Special files, and files reachable only through an open descriptor: no one else can
             // name them, so there is nothing to coordinate.
@@ -44,15 +44,15 @@ extension FileSystem {
             coordinatedOpen(request, .openForWriting, item, inPlace: inPlace, nonblocking: nonblocking) { [self] held, consent in
                 // In-place files took their claim for the open only (no claims held), as for each operation.
                 if inPlace {
-                    openInPlace(pending, node, copy, claims: nil, consent: consent)
+                    openInPlace(pending, node, copy, claims: nil, consent: consent, startedAt: path)
                 } else {
-                    openForSave(pending, node, copy, claims: held, consent: consent)
+                    openForSave(pending, node, copy, claims: held, consent: consent, startedAt: path)
                 }
             }
         } else {
             // No claims are held unless reads are strict: a snapshot read claims for the open only.
             coordinatedOpen(request, .openForReading, item, nonblocking: nonblocking) { [self] held, _ in
-                openForReading(pending, node, copy, claims: held)
+                openForReading(pending, node, copy, claims: held, startedAt: path)
             }
         }
     }
@@ -65,10 +65,11 @@ extension FileSystem {
     }
 
     /// Opens the backing object itself: reads and writes go straight to it.
-    private func openInPlace(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, claims held: HeldClaims?, consent: PresenterConsent) {
+    private func openInPlace(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, claims held: HeldClaims?, consent: PresenterConsent,
+                             startedAt path: MountPath? = nil) {
         let flags = copy.info.flags
         replyOpen(request, copy, claims: held, consent: consent) { () throws(Errno) -> OpenFile in
-            try checkNotReplacedElsewhere(node)
+            try checkNotReplacedElsewhere(node, startedAt: path)
             let descriptor = try reopen(node, flags: backingFlags(flags))
             if flags & O_TRUNC != 0 { try clearSetIDBitsOnTruncatingOpen(request.raw, descriptor.raw) }
             return OpenFile(node: node, own: SharedDescriptor(descriptor), save: nil, isWriter: opensForChange(flags),
@@ -78,7 +79,7 @@ extension FileSystem {
 
     /// Opens for reading: the owner of a pending save reads it; everyone else reads the
     /// version committed now, through the page cache unless an older version may be in it.
-    private func openForReading(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, claims held: HeldClaims?) {
+    private func openForReading(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, claims held: HeldClaims?, startedAt path: MountPath?) {
         let flags = copy.info.flags
         let origin = origin(of: request.raw)
         let reader = ClaimOwner.process(origin.pid)
@@ -90,7 +91,7 @@ extension FileSystem {
                 }
                 if !save.target.exists { throw .noSuchFileOrDirectory } // created, not committed yet
             } else {
-                try checkNotReplacedElsewhere(node)
+                try checkNotReplacedElsewhere(node, startedAt: path)
             }
             let descriptor = SharedDescriptor(try reopen(node, flags: backingFlags(flags)))
             let cached = activity.openReader(of: node, owner: reader, version: descriptor, identity: node.identity)
@@ -100,11 +101,12 @@ extension FileSystem {
     }
 
     /// Opens for writing through the owner's save of the file, starting one if needed.
-    private func openForSave(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, claims held: HeldClaims?, consent: PresenterConsent) {
+    private func openForSave(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, claims held: HeldClaims?, consent: PresenterConsent,
+                             startedAt path: MountPath?) {
         let flags = copy.info.flags
         let origin = origin(of: request.raw)
         replyOpen(request, copy, claims: held, consent: consent) { () throws(Errno) -> OpenFile in
-            if activity.save(of: node) == nil { try checkNotReplacedElsewhere(node) }
+            if activity.save(of: node) == nil { try checkNotReplacedElsewhere(node, startedAt: path) }
             let save = try saveForWriting(node, owner: .process(origin.pid))
             if flags & O_TRUNC != 0 {
                 let dropsSetID = canChangeOwners && fuse_req_ctx(request.raw)!.pointee.uid != 0
@@ -122,18 +124,44 @@ extension FileSystem {
         }
     }
 
-    /// With other hosts, one of them may have given the node's name to another file (its
+    /// With other hosts, one of them may have committed the node's file meanwhile (its
     /// commit is a rename in the shared backing) while this kernel still holds the node it
     /// looked up before, and their report of it may still be on its way. Once an open holds
-    /// its claims nobody changes the name any more: when it no longer names the node, the
-    /// node table lets go of it and the open fails with ESTALE, on which the kernel looks the
-    /// name up again (LOOKUP_REVAL) and opens what it names now. One fstatat, with --cluster
-    /// only; a node with a save of this host's in progress is this host's to change.
-    private func checkNotReplacedElsewhere(_ node: Node) throws(Errno) {
-        guard authority.hosts != nil, let (directory, name) = nodes.location(of: node) else { return }
+    /// its claims nobody changes the name any more, so the open checks it: a regular file put
+    /// in its place becomes the node's backing, as this host's own commit would make it (the
+    /// kernel's inode carries on, its pages and attributes are dropped, and readers go around
+    /// the page cache until then). Anything else (the name gone, or another node standing for
+    /// the new file) lets go of the name and fails the open with ESTALE, on which the kernel
+    /// looks the name up again (LOOKUP_REVAL). One fstatat, with --cluster only; a node with a
+    /// save of this host's in progress is this host's to change.
+    /// `path`: where the open found the node; a node that lost its name while the open waited
+    /// (the report of the commit came first) is checked there, and gets the name back.
+    private func checkNotReplacedElsewhere(_ node: Node, startedAt path: MountPath?) throws(Errno) {
+        // Special files, and files reachable only through a descriptor, were not coordinated.
+        guard authority.hosts != nil, node.isRegularFile, let path else { return }
+        let startedIn = path.parent.flatMap(nodes.node(at:)).flatMap { directory in path.name.map { (directory, $0) } }
+        guard let (directory, name) = nodes.location(of: node) ?? startedIn else { throw .staleNFSFileHandle }
         let found = try? Syscall.stat(at: directory.directory, name)
         guard found.map(FileIdentity.init) != node.identity else { return }
-        nodes.removedName(name, in: directory)
+        if let found, found.st_mode & S_IFMT == S_IFREG {
+            let identity = FileIdentity(found)
+            if let standing = nodes.node(identity: identity) {
+                if standing === node { return } // another open of it took the new file a moment ago
+            } else {
+                // Stale first: an open that sees the new backing must not take the page cache.
+                activity.noteCommit(of: node)
+                defer { notifier?.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) } }
+                if let descriptor = try? name.withCString({ (cName) throws(Errno) in
+                       try Syscall.openAt(directory.directory, cName, Linux.O_PATH | O_NOFOLLOW)
+                   }),
+                   let opened = try? Syscall.statOfPathDescriptor(descriptor.raw), FileIdentity(opened) == identity {
+                    nodes.replaceBacking(of: node, with: descriptor, identity: identity)
+                    nodes.moved(node, to: directory, name: name)
+                    return
+                }
+            }
+        }
+        if nodes.node(named: name, in: directory) === node { nodes.removedName(name, in: directory) }
         notifier?.invalidateEntry(directory: directory.id, name: name)
         throw .staleNFSFileHandle
     }

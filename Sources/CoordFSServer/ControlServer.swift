@@ -62,12 +62,13 @@ public final class ControlServer: Sendable {
     ///   - mode: the socket file's permissions: 0600 lets only the mounting user connect;
     ///     0666 lets everyone connect (each is still shown only what its uid could read).
     ///   - access: decides what each client's user may read (`BackingPathAccess` on the backing root).
-    ///   - hosts: the other hosts that must also allow explicit claims (`--cluster`), as the
-    ///     mount's operations ask them; nil for a mount of one host.
+    ///   - authority: with other hosts (`--cluster`), the mount's: explicit claims are covered
+    ///     across hosts as the mount's operations are (and programs run under them nest in
+    ///     them); nil: `claims` alone decide.
     ///   - cluster: the cluster's part of `status` (it may ask the database: it is called off
     ///     the server's loop); nil for a mount of one host.
     public static func start(socketPath: String, mode: mode_t = 0o600, hub: EventHub, presenters: PresenterRegistry,
-                             claims: ClaimTable, hosts: (any HostCoverage)? = nil, access: any PathAccess, logger: Logger,
+                             claims: ClaimTable, authority: ClaimAuthority? = nil, access: any PathAccess, logger: Logger,
                              options: Options = Options(),
                              cluster: (@Sendable () -> StatusReport.Cluster)? = nil) throws(ControlSocketError) -> ControlServer {
         let address = try ControlSocket.address(socketPath)
@@ -78,7 +79,7 @@ public final class ControlServer: Sendable {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let eventLoop = group.next()
         let context = ServerContext(eventLoop: eventLoop, hub: hub, presenters: presenters,
-                                    authority: ClaimAuthority(table: claims, hosts: hosts), access: access,
+                                    authority: authority ?? ClaimAuthority(table: claims, hosts: nil), access: access,
                                     logger: logger, options: options, socketPath: socketPath, cluster: cluster)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 128)

@@ -1,5 +1,8 @@
 import CoordFSCluster
+import CoordFSProtocol
+import CoordFSServer
 import Glibc
+import SystemPackage
 
 /// The environment variable a mount reads the cluster's connection string from when neither
 /// `--cluster` nor `--cluster-file` is given (another way to keep a password out of `ps`).
@@ -64,4 +67,27 @@ struct ClusterChoice {
 struct ClusterChoiceError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
+}
+
+extension StatusReport.Cluster {
+    /// The cluster's part of `coordfs status`, as `session` finds the database now.
+    init(_ session: ClusterSession, name: String) {
+        let status = session.status()
+        let claim = { (entry: ClusterStatus.Entry) in
+            StatusReport.HostClaim(host: entry.host, path: Self.filePath(entry.path), mode: ClaimModeName(entry.mode),
+                                   age: Double(entry.age.components.seconds) + Double(entry.age.components.attoseconds) / 1e18)
+        }
+        self.init(name: name, host: session.host.id, connected: status.connected, problem: status.problem,
+                  hosts: status.hosts.map {
+                      StatusReport.ClusterHost(id: $0.id, hostname: $0.hostname, pid: $0.pid,
+                                               mountpoint: Self.filePath($0.mountpoint), alive: $0.alive)
+                  },
+                  held: status.grants.map(claim), waiting: status.waiting.map(claim))
+    }
+
+    /// Bytes as a path, exactly (a name is bytes, never text).
+    static func filePath(_ bytes: [UInt8]) -> FilePath {
+        let cString = bytes.map { CChar(bitPattern: $0) } + [0]
+        return cString.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }
+    }
 }

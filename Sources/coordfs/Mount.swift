@@ -3,6 +3,7 @@ import CoordFSCluster
 import CoordFSCore
 import CoordFSFuse
 import CoordFSMetrics
+import CoordFSProtocol
 import CoordFSServer
 import Glibc
 import Logging
@@ -229,7 +230,7 @@ struct Mount: ParsableCommand {
             session = try MountSession(backing: paths.backing, mountpoint: paths.mountpoint, options: options, logger: logger)
             clusterEvents = try startClusterEvents(cluster, session.fileSystem, logger: logger)
             // Listening before the mount appears: a client that finds the mount finds the socket.
-            server = try startControlServer(socketPath, session.fileSystem, logger: logger)
+            server = try startControlServer(socketPath, session.fileSystem, cluster: cluster, logger: logger)
         } catch {
             printError("\(error)")
             return .failure
@@ -314,6 +315,13 @@ struct Mount: ParsableCommand {
         }
     }
 
+    /// The cluster's part of status, nil without a cluster.
+    private func clusterStatus(_ session: ClusterSession?) -> (@Sendable () -> StatusReport.Cluster)? {
+        guard let session else { return nil }
+        let name = clusterName ?? "default"
+        return { StatusReport.Cluster(session, name: name) }
+    }
+
     /// Serves the Prometheus endpoint: what swift-metrics counted, and what the mount's tables hold now.
     private func startMetricsEndpoint(_ address: MetricsAddress, registry: PrometheusRegistry, _ fileSystem: FileSystem,
                                       logger: Logger) throws(MetricsEndpointError) -> MetricsEndpoint {
@@ -323,14 +331,15 @@ struct Mount: ParsableCommand {
     }
 
     /// Serves the mount's events, presenters and claims on its control socket.
-    private func startControlServer(_ socketPath: String, _ fileSystem: FileSystem, logger: Logger) throws(ControlSocketError) -> ControlServer {
+    private func startControlServer(_ socketPath: String, _ fileSystem: FileSystem, cluster: ClusterSession?,
+                                    logger: Logger) throws(ControlSocketError) -> ControlServer {
         var serverOptions = ControlServer.Options()
         serverOptions.defaultClaimWait = .milliseconds(Int64(claimTimeout * 1000))
         serverOptions.backingWatch = fileSystem.watchMethod?.rawValue
         return try ControlServer.start(socketPath: socketPath, mode: socketPermissions!, hub: fileSystem.events,
-                                       presenters: fileSystem.presenters, claims: fileSystem.claims, hosts: fileSystem.authority.hosts,
+                                       presenters: fileSystem.presenters, claims: fileSystem.claims, authority: fileSystem.authority,
                                        access: BackingPathAccess(rootDescriptor: fileSystem.nodes.root.directory),
-                                       logger: logger, options: serverOptions)
+                                       logger: logger, options: serverOptions, cluster: clusterStatus(cluster))
     }
 }
 

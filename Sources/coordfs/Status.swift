@@ -4,7 +4,7 @@ import Glibc
 
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show who holds and waits for claims, presenters, subscribers and event counters of a coordfs mount.",
+        abstract: "Show who holds and waits for claims, presenters, subscribers and event counters of a coordfs mount (and, with --cluster, the hosts, their grants and their waiting requests).",
         discussion: "Paths are shown relative to the mount, as their bytes (UTF-8 or not). Entries about paths your user could not read are left out."
     )
 
@@ -91,6 +91,20 @@ struct Status: ParsableCommand {
         section(&lines, "subscribers", report.subscribers) { subscriber in
             let kinds = subscriber.kinds.count == EventKind.allCases.count ? "all kinds" : subscriber.kinds.map(\.rawValue).joined(separator: ",")
             return "session \(subscriber.session) #\(subscriber.subscription)  \(subscriber.path)\(subscriber.recursive ? " (recursive)" : "")  \(kinds)  queue \(subscriber.queued)/\(subscriber.capacity), delivered \(subscriber.delivered), dropped \(subscriber.dropped)"
+        }
+        if let cluster = report.cluster {
+            lines.append("")
+            let state = cluster.connected ? "connected" : "cut off from its database" + (cluster.problem.map { ": \($0)" } ?? "")
+            lines.append("cluster \"\(cluster.name)\": this is host \(cluster.host), \(state)")
+            section(&lines, "hosts", cluster.hosts) { host in
+                "host \(host.id)\(host.id == cluster.host ? " (this one)" : "")  \(host.hostname)  pid \(host.pid)  \(host.mountpoint)\(host.alive ? "" : "  (gone: reaped at the next heartbeat)")"
+            }
+            section(&lines, "grants held by hosts", cluster.held) { claim in
+                "\(claim.path)  \(claim.mode)  host \(claim.host)  for \(formatDuration(claim.age))"
+            }
+            section(&lines, "hosts waiting for grants", cluster.waiting) { claim in
+                "\(claim.path)  \(claim.mode)  host \(claim.host)  waiting \(formatDuration(claim.age))"
+            }
         }
         section(&lines, "connections", report.connections) { connection in
             "session \(connection.session)  pid \(connection.pid)  uid \(connection.uid)  \(connection.client ?? "-")  for \(formatDuration(connection.age))"

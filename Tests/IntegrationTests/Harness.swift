@@ -109,10 +109,12 @@ func isMounted(_ path: String) -> Bool {
 }
 
 /// A private scratch folder with a backing directory, a mountpoint and a plain directory to
-/// compare against; `mount` runs coordfs in the foreground as a child of the test.
+/// compare against; `mount` runs coordfs in the foreground as a child of the test. A scratch
+/// made `sharingBackingOf` another mounts that one's backing instead (another host over the
+/// same shared folder).
 final class Scratch {
     let root: String
-    var backing: String { root + "/backing" }
+    let backing: String
     var mountpoint: String { root + "/mnt" }
     var plain: String { root + "/plain" }
     private var daemon: Process?
@@ -124,7 +126,7 @@ final class Scratch {
     /// What the last daemon wrote to standard error, once it exited (`unmount`, `expectDaemonExit`).
     private(set) var lastDaemonLog = ""
 
-    init() throws {
+    init(sharedBacking: String? = nil) throws {
         // Scripts/test names its run, so that its check for mounts left behind sees only its own.
         let run = ProcessInfo.processInfo.environment["COORDFS_TEST_RUN"].map { $0 + "-" } ?? ""
         var template = Array("/tmp/coordfs-test-\(run)XXXXXX".utf8CString)
@@ -132,10 +134,17 @@ final class Scratch {
             throw POSIXError(.EIO)
         }
         root = String(cString: path)
+        backing = sharedBacking ?? root + "/backing"
         chmod(root, 0o755)
-        for directory in [backing, mountpoint, plain] {
+        for directory in (sharedBacking == nil ? [backing] : []) + [mountpoint, plain] {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
         }
+    }
+
+    /// A scratch with its own mountpoint over `other`'s backing. Keep `other` alive as long:
+    /// its teardown removes the backing.
+    convenience init(sharingBackingOf other: Scratch) throws {
+        try self.init(sharedBacking: other.backing)
     }
 
     /// Mounts backing at mountpoint and waits until the kernel shows the mount.
@@ -201,6 +210,21 @@ final class Scratch {
         #expect(process.terminationStatus == status, "daemon exit status", sourceLocation: sourceLocation)
     }
 
+    /// Ends the daemon with SIGKILL, as a crash would, and takes its dead mount away
+    /// (fusermount3, else a lazy umount). Returns when the daemon is gone.
+    func killDaemon() {
+        guard let process = daemon else { return }
+        daemon = nil
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        lastDaemonLog = daemonErrorText.finished()
+        _ = try? run(["fusermount3", "-u", mountpoint])
+        if isMounted(mountpoint) { _ = try? run(["umount", "-l", mountpoint]) }
+    }
+
+    /// What the daemon wrote to standard error so far (it goes on collecting).
+    var daemonLogSoFar: String { daemonErrorText.soFar() }
+
     deinit {
         if daemon != nil { unmount() }
         if isMounted(mountpoint) { _ = try? run(["umount", "-l", mountpoint]) }
@@ -226,6 +250,11 @@ final class ErrorCollector: @unchecked Sendable {
             }
             done.signal()
         }
+    }
+
+    /// What came so far.
+    func soFar() -> String {
+        lock.withLock { String(decoding: data, as: UTF8.self) }
     }
 
     /// The whole text, once the writer has closed the pipe (the daemon exited).

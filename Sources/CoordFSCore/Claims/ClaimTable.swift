@@ -156,6 +156,29 @@ public final class ClaimTable: Sendable {
         return withdrawn.map { ClaimWaitTicket(id: $0.ticket) }
     }
 
+    /// For each of `grant`'s requests, the other grants its owner holds (or passes through, with
+    /// `lineage`) on the path or an ancestor in a mode at least as strong: the claims the
+    /// request is nested in (a second open of a file its process writes, a program under an
+    /// explicit claim). Other hosts need not be asked for such a request (`ClaimAuthority`).
+    public func enclosingGrants(of grant: ClaimGrant, lineage: ProcessLineage) -> [[UInt64]] {
+        locked.withLock { locked in
+            grant.requests.map { request in
+                var found: [UInt64] = []
+                var path: MountPath? = request.path
+                while let current = path {
+                    if let entry = locked.claims.trie.existingEntry(current) {
+                        for hold in entry.holds where hold.grant != grant.id && hold.mode.rawValue >= request.mode.rawValue
+                            && (hold.owner == grant.owner || lineage.passesThrough(hold.owner)) {
+                            found.append(hold.grant)
+                        }
+                    }
+                    path = current.parent
+                }
+                return found
+            }
+        }
+    }
+
     /// Number of live entries (path nodes) in the table: 0 when nothing is held or waited for.
     public var entryCount: Int {
         locked.withLock { $0.claims.trie.entryCount }

@@ -1,0 +1,285 @@
+import CoordFSTestSupport
+import Foundation
+import Glibc
+import Testing
+
+/// Several coordfs daemons mount one backing directory with one `--cluster`, standing in for
+/// hosts that share a folder over NFS: claims hold across them, through a private PostgreSQL
+/// per test (Docs/LOCKING.md, "Across hosts").
+@Suite(.serialized) struct ClusterTests {
+    /// A private server and `count` mounts of one backing, all joined to one cluster: the
+    /// first through `--cluster-file`, the others through `--cluster`. Everything is
+    /// unmounted (and the server stopped) after `body`, whatever it threw.
+    static func withCluster(_ count: Int, _ options: [String] = [], sourceLocation: SourceLocation = #_sourceLocation,
+                            _ body: (PostgresServer, [Scratch]) throws -> Void) throws {
+        let server: PostgresServer
+        do {
+            server = try PostgresServer()
+        } catch {
+            Issue.record("the private PostgreSQL did not start: \(error)", sourceLocation: sourceLocation)
+            throw error
+        }
+        let first = try Scratch()
+        var mounts = [first]
+        for _ in 1..<count { mounts.append(try Scratch(sharingBackingOf: first)) }
+        defer {
+            for mount in mounts.reversed() { mount.unmount(sourceLocation: sourceLocation) }
+            try? server.stop()
+        }
+        let conninfoFile = first.root + "/cluster.conf"
+        try (server.conninfo() + "\n").write(toFile: conninfoFile, atomically: true, encoding: .utf8)
+        chmod(conninfoFile, 0o600)
+        for (index, mount) in mounts.enumerated() {
+            let cluster = index == 0 ? ["--cluster-file", conninfoFile] : ["--cluster", server.conninfo()]
+            try mount.mount(cluster + options)
+        }
+        try body(server, mounts)
+    }
+
+    /// A Python script of this suite (`Scripts/ClusterTests/<name>.py`) running in `directory`.
+    final class Script {
+        let process = Process()
+        private let output = Pipe()
+        private let errors = ErrorCollector()
+
+        init(_ name: String, _ arguments: [String], in directory: String) throws {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            process.arguments = [pythonScript("ClusterTests/" + name)] + arguments
+            process.environment = ProcessInfo.processInfo.environment.merging(scriptEnvironment) { _, script in script }
+            process.currentDirectoryURL = URL(fileURLWithPath: directory)
+            process.standardOutput = output
+            let errorPipe = Pipe()
+            process.standardError = errorPipe
+            process.standardInput = FileHandle.nullDevice
+            try withChildSignalUnblocked { try process.run() }
+            errors.collect(from: errorPipe)
+        }
+
+        /// Waits for the end; the status and everything printed.
+        func finish() -> (status: Int32, output: String, errors: String) {
+            let printed = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, String(decoding: printed, as: UTF8.self), errors.finished())
+        }
+
+        /// The one JSON line the script printed last, decoded.
+        static func json(_ output: String) -> [String: Any]? {
+            guard let line = output.split(separator: "\n").last else { return nil }
+            return (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+        }
+    }
+
+    /// Runs the increments script in each mount, `perMount` processes each, `total` increments
+    /// in all; returns what each printed (failing the test for a script that failed).
+    static func increment(_ file: String, total: Int, across mounts: [Scratch], perMount: Int,
+                          sourceLocation: SourceLocation = #_sourceLocation,
+                          whileRunning: () throws -> Void = {}) throws -> [[String: Any]] {
+        let processes = mounts.count * perMount
+        var scripts: [Script] = []
+        for index in 0..<processes {
+            let share = total / processes + (index < total % processes ? 1 : 0)
+            scripts.append(try Script("increments", [file, String(share)], in: mounts[index % mounts.count].mountpoint))
+        }
+        try whileRunning()
+        return scripts.map { script in
+            let result = script.finish()
+            #expect(result.status == 0, "an increments script failed: \(result)", sourceLocation: sourceLocation)
+            return Script.json(result.output) ?? [:]
+        }
+    }
+
+    /// The increments' refusals summed by errno name (for the message, and the restart test).
+    static func refusals(_ reports: [[String: Any]]) -> [String: Int] {
+        var sum: [String: Int] = [:]
+        for report in reports {
+            for (name, count) in report["refusals"] as? [String: Int] ?? [:] { sum[name, default: 0] += count }
+        }
+        return sum
+    }
+
+    static func text(_ path: String) -> String? {
+        try? String(contentsOfFile: path, encoding: .utf8)
+    }
+
+    // MARK: Joining
+
+    /// The connection string stays out of `ps`, a database that cannot be reached fails the
+    /// mount with one line (no password in it), and the hosts leave when they unmount.
+    @Test func mountsJoinWithTheConnectionStringOutOfSight() throws {
+        try Self.withCluster(2) { server, mounts in
+            let commandLine = try Data(contentsOf: URL(fileURLWithPath: "/proc/\(mounts[0].daemonID!)/cmdline"))
+            #expect(!String(decoding: commandLine, as: UTF8.self).contains(server.socketDirectory), "the conninfo shows in ps")
+            let hosts = try server.query("SELECT count(*) FROM coordfs_hosts WHERE cluster = 'default'")
+            #expect(hosts.trimmingCharacters(in: .whitespacesAndNewlines) == "2")
+            #expect(mounts[0].daemonLogSoFar.contains("joined the cluster"), "\(mounts[0].daemonLogSoFar)")
+
+            let other = try Scratch()
+            let failed = try run([coordfsBinary, "mount", other.backing, other.mountpoint,
+                                  "--cluster", "postgresql:///postgres?host=\(other.root)&user=postgres&password=sesame"])
+            #expect(failed.status != 0)
+            #expect(failed.errors.hasPrefix("coordfs: cannot join the cluster \"default\": "), "\(failed)")
+            #expect(failed.errors.split(separator: "\n").count == 1, "\(failed)")
+            #expect(!failed.errors.contains("sesame"), "\(failed)")
+            #expect(!isMounted(other.mountpoint))
+
+            for mount in mounts { mount.unmount() }
+            let left = try server.query("SELECT count(*) FROM coordfs_hosts WHERE cluster = 'default'")
+            #expect(left.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "the hosts did not leave")
+        }
+    }
+
+    // MARK: Claims across mounts
+
+    @Test(arguments: [2, 3])
+    func incrementsAcrossMountsLoseNone(mounts count: Int) throws {
+        try Self.withCluster(count) { _, mounts in
+            try "0".write(toFile: mounts[0].mountpoint + "/counter", atomically: false, encoding: .utf8)
+            let started = ContinuousClock.now
+            let reports = try Self.increment("counter", total: 10_000, across: mounts, perMount: 2)
+            let took = ContinuousClock.now - started
+            for mount in mounts {
+                #expect(Self.text(mount.mountpoint + "/counter") == "10000", "refusals: \(Self.refusals(reports))")
+            }
+            print("ClusterTests: 10,000 increments across \(count) mounts (2 processes each) took \(took); refusals \(Self.refusals(reports))")
+        }
+    }
+
+    /// A reader on one mount of a file rewritten whole on another sees only whole versions.
+    @Test func readersNeverSeeATornVersionFromAnotherMount() throws {
+        try Self.withCluster(2) { _, mounts in
+            try String(repeating: "z", count: 262_144).write(toFile: mounts[0].mountpoint + "/f", atomically: false, encoding: .utf8)
+            let stop = mounts[1].root + "/stop"
+            let readers = try (0..<2).map { _ in try Script("readWhole", ["f", stop], in: mounts[1].mountpoint) }
+            let writer = try Script("rewriteWhole", ["f", "200"], in: mounts[0].mountpoint)
+            let written = writer.finish()
+            #expect(written.status == 0, "\(written)")
+            FileManager.default.createFile(atPath: stop, contents: nil)
+            for reader in readers {
+                let result = reader.finish()
+                let report = Script.json(result.output)
+                #expect(result.status == 0 && report?["tornCount"] as? Int == 0, "\(result)")
+                #expect((report?["reads"] as? Int ?? 0) > 0)
+            }
+        }
+    }
+
+    /// `coordfs exec --write` on one mount holds writers on another: they wait, and an
+    /// O_NONBLOCK open fails at once with EWOULDBLOCK.
+    @Test func anExplicitClaimOnOneMountHoldsWritersOnAnother() throws {
+        try Self.withCluster(2) { _, mounts in
+            try "0".write(toFile: mounts[0].mountpoint + "/f", atomically: false, encoding: .utf8)
+            let holder = try Script("holdExplicitClaim", ["f", mounts[0].root + "/go"], in: mounts[0].mountpoint)
+            try mounts[0].waitForStatus("the explicit claim on /f") { $0.claims.held.contains { $0.path == "/f" } }
+            let output = try Self.pythonOutput("""
+                import os, errno, time
+                try:
+                    os.close(os.open('f', os.O_WRONLY | os.O_NONBLOCK))
+                    print('nonblock opened')
+                except OSError as e:
+                    print('nonblock', errno.errorcode[e.errno])
+                started = time.monotonic()
+                open('\(mounts[0].root)/go', 'w').close()
+                with open('f', 'r+') as f: f.write('1')
+                print('waited', time.monotonic() - started >= 1.5)
+                """, in: mounts[1].mountpoint)
+            #expect(output == "nonblock EAGAIN\nwaited True\n", "\(output)")
+            let held = holder.finish()
+            #expect(held.status == 0, "\(held)")
+            #expect(Self.text(mounts[0].mountpoint + "/f") == "1")
+        }
+    }
+
+    static func pythonOutput(_ program: String, in directory: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        let result = try run(["python3", "-c", program], in: directory)
+        #expect(result.status == 0, "\(result)", sourceLocation: sourceLocation)
+        return result.output
+    }
+
+    /// A daemon killed while a program writes through it: its claims go within the bound
+    /// (Docs/LOCKING.md: its session ends at once, the grants go at the next heartbeat of any
+    /// host, 1 s), and the file stays whole at the last committed version.
+    @Test func aKilledDaemonsClaimsGoWithinTheBound() throws {
+        try Self.withCluster(2) { _, mounts in
+            let original = String(repeating: "o", count: 65_536)
+            try original.write(toFile: mounts[0].mountpoint + "/f", atomically: false, encoding: .utf8)
+            let writer = try Script("writeAndHold", ["f", mounts[0].root + "/wrote"], in: mounts[0].mountpoint)
+            #expect(eventually { FileManager.default.fileExists(atPath: mounts[0].root + "/wrote") })
+            let killed = ContinuousClock.now
+            mounts[0].killDaemon()
+            let output = try Self.pythonOutput("""
+                import time
+                with open('f', 'r+') as f: data = f.read(); f.seek(0); f.write('n' * len(data))
+                print(len(data), set(data))
+                """, in: mounts[1].mountpoint)
+            let took = ContinuousClock.now - killed
+            #expect(output == "65536 {'o'}\n", "\(output)")
+            #expect(took < .seconds(3), "the killed daemon's claims took \(took) to go")
+            print("ClusterTests: a killed daemon's write claim went after \(took)")
+            _ = writer.finish()
+            #expect(Self.text(mounts[1].mountpoint + "/f") == String(repeating: "n", count: 65_536))
+        }
+    }
+
+    /// A restart of the database in the middle of an increment run costs a pause, never an update.
+    @Test func aDatabaseRestartDuringIncrementsLosesNone() throws {
+        try Self.withCluster(2) { server, mounts in
+            try "0".write(toFile: mounts[0].mountpoint + "/counter", atomically: false, encoding: .utf8)
+            let counter = mounts[0].mountpoint + "/counter"
+            let reports = try Self.increment("counter", total: 2_000, across: mounts, perMount: 2) {
+                #expect(eventually { (Int(Self.text(counter) ?? "") ?? 0) >= 300 })
+                try server.restart()
+            }
+            #expect(Self.text(counter) == "2000", "refusals: \(Self.refusals(reports))")
+            print("ClusterTests: a restart during 2,000 increments; refusals \(Self.refusals(reports))")
+        }
+    }
+
+    /// Cut off from the database, a mount refuses writes with ENOLCK after the claim timeout
+    /// while plain reads go on, and writes again once the database is back.
+    @Test func aMountCutOffRefusesWritesAndRecovers() throws {
+        try Self.withCluster(2, ["--claim-timeout", "2"]) { server, mounts in
+            try "one".write(toFile: mounts[0].mountpoint + "/f", atomically: false, encoding: .utf8)
+            try server.stop()
+            let output = try Self.pythonOutput("""
+                import os, errno
+                print(open('f').read())
+                try:
+                    with open('f', 'r+') as f: f.write('two')
+                    print('wrote')
+                except OSError as e:
+                    print('write', errno.errorcode[e.errno])
+                """, in: mounts[0].mountpoint)
+            #expect(output == "one\nwrite ENOLCK\n", "\(output)")
+            try server.start()
+            #expect(eventually(within: .seconds(30)) {
+                (try? "three".write(toFile: mounts[0].mountpoint + "/f", atomically: false, encoding: .utf8)) != nil
+            })
+            #expect(Self.text(mounts[1].mountpoint + "/f") == "three")
+        }
+    }
+
+    /// A save whose host lost its grant meanwhile is not committed: the other mount's version
+    /// stays, the close fails with EIO, and the save's own version is kept beside the file.
+    @Test func aCommitUnderALostGrantIsRefusedAndKeptAside() throws {
+        try Self.withCluster(2, ["--claim-timeout", "5"]) { server, mounts in
+            try "base".write(toFile: mounts[0].mountpoint + "/f", atomically: false, encoding: .utf8)
+            let go = mounts[0].root + "/go"
+            let writer = try Script("writeThenCloseOnSignal", ["f", "from A", mounts[0].root + "/wrote", go], in: mounts[0].mountpoint)
+            #expect(eventually { FileManager.default.fileExists(atPath: mounts[0].root + "/wrote") })
+            // Cut A off: end its sessions (the host row names the one that holds its grants).
+            let hostPID = mounts[0].daemonID!
+            try server.query("""
+                SELECT pg_terminate_backend(server_pid) FROM coordfs_hosts WHERE pid = \(hostPID)
+                """)
+            try "from B".write(toFile: mounts[1].mountpoint + "/f", atomically: false, encoding: .utf8)
+            FileManager.default.createFile(atPath: go, contents: nil)
+            let result = writer.finish()
+            #expect(result.output == "close EIO\n", "\(result)")
+            #expect(Self.text(mounts[1].mountpoint + "/f") == "from B")
+            let names = try FileManager.default.contentsOfDirectory(atPath: mounts[1].backing)
+            let kept = names.filter { $0.hasPrefix("f.conflict-") }
+            #expect(kept.count == 1, "\(names)")
+            if let copy = kept.first { #expect(Self.text(mounts[1].backing + "/" + copy) == "from A") }
+        }
+    }
+}
