@@ -19,11 +19,17 @@ extension FileSystem {
         let cluster = clusterEvents
         for observed in batch {
             // A peer daemon of the cluster on this machine, writing to the backing they share:
-            // its own event tells the change (RemoteChanges.swift).
-            if let cluster, let pid = observed.process?.pid, cluster.isPeerDaemon(pid) { continue }
+            // the caches follow it here as soon as the watch sees it, but its own event tells
+            // the change (RemoteChanges.swift), so none is published here.
+            let fromPeer = cluster.map { cluster in observed.process.map { cluster.isPeerDaemon($0.pid) } ?? false } ?? false
             logger.debug("a change behind the mount", metadata: ["change": "\(observed.change)", "pid": "\(observed.process?.pid ?? 0)"])
             let origin = EventOrigin(pid: observed.process?.pid ?? 0, uid: observed.process?.uid ?? EventOrigin.unknownUID,
                                      processName: observed.process?.name ?? "", isOutside: true)
+            func publish(_ kind: ChangeKind, path: MountPath, destination: MountPath? = nil, isDirectory: Bool,
+                         origin: EventOrigin, size: @autoclosure () -> Int64?) {
+                guard !fromPeer else { return }
+                self.publish(kind, path: path, destination: destination, isDirectory: isDirectory, origin: origin, size: size())
+            }
             switch observed.change {
             case .created(let path, let isDirectory):
                 let status = followCreated(path, isDirectory: isDirectory, notifier)

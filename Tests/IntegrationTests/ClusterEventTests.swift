@@ -128,9 +128,9 @@ import Testing
     static func write(_ path: String, _ text: String) throws {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno)!) }
-        defer { close(descriptor) }
         let written = text.withCString { Glibc.write(descriptor, $0, strlen($0)) }
-        guard written == text.utf8.count else { throw POSIXError(.EIO) }
+        // The close commits (and fails when the commit does).
+        guard close(descriptor) == 0, written == text.utf8.count else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
     }
 
     static func read(_ path: String) -> String? {
@@ -231,8 +231,11 @@ import Testing
             let restarted = DispatchSemaphore(value: 0)
             nonisolated(unsafe) let restarting = server // used by that one thread until `restarted`
             nonisolated(unsafe) var restartError: (any Error)?
+            var committed: Set<String> = []
             for number in 0..<200 {
-                try Self.write(a.mountpoint + "/s/\(number)", "\(number)")
+                // A save cut off from the database fails (Docs/LOCKING.md, "Across hosts"):
+                // then there is nothing to tell.
+                if (try? Self.write(a.mountpoint + "/s/\(number)", "\(number)")) != nil { committed.insert("/s/\(number)") }
                 if number == 80 {
                     DispatchQueue.global().async {
                         do { try restarting.restart() } catch { restartError = error }
@@ -243,7 +246,8 @@ import Testing
             }
             restarted.wait()
             #expect(restartError == nil, "\(String(describing: restartError))")
-            let expected = Set((0..<200).map { "/s/\($0)" })
+            let expected = committed
+            #expect(committed.count >= 150, "\(committed.count) of 200 saves committed")
             var fromA: Set<String> = []
             let deadline = ContinuousClock.now + .seconds(30)
             while !expected.isSubset(of: fromA), ContinuousClock.now < deadline {
