@@ -52,6 +52,8 @@ public final class FileSystem: Sendable {
     let ownChanges: OwnChanges
     /// The watch of the backing, nil when there is none (set before the mount serves).
     nonisolated(unsafe) var watcher: BackingWatcher?
+    /// The cluster's events (`--cluster`), nil without one. Set once before the mount serves.
+    public nonisolated(unsafe) var clusterEvents: ClusterEventLink?
     /// Requests counted and timed per operation; nil unless `options.measuresRequests`.
     let requestMetrics: RequestMetrics?
     /// How the backing is watched; nil when it is not.

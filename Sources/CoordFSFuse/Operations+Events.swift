@@ -29,12 +29,17 @@ extension FileSystem {
 
     /// `publish` with the origin in full: also for changes made behind the mount.
     func publish(_ kind: ChangeKind, path: MountPath, destination: MountPath? = nil, isDirectory: Bool, origin: EventOrigin, size: Int64?) {
-        events.publish(kind, path: path, destination: destination, isDirectory: isDirectory, origin: origin, size: size)
+        let event = events.publish(kind, path: path, destination: destination, isDirectory: isDirectory, origin: origin, size: size)
+        // Only this host's own commits go to the cluster: a change seen behind the mount, or
+        // applied from another host, is the backing's or that host's to tell.
+        if let cluster = clusterEvents, !origin.isOutside, origin.host == nil { cluster.publish(event) }
         guard !presenters.isEmpty else { return }
+        // Another host's pid names no process here: every presenter is told.
+        let maker = origin.host == nil ? origin.pid : 0
         switch kind {
-        case .created, .changed, .attributes, .conflict: presenters.notify(.didChange, path: path, origin: origin.pid)
-        case .deleted: presenters.notify(.didDelete, path: path, origin: origin.pid)
-        case .moved: presenters.notify(.didMove, path: path, destination: destination, origin: origin.pid)
+        case .created, .changed, .attributes, .conflict: presenters.notify(.didChange, path: path, origin: maker)
+        case .deleted: presenters.notify(.didDelete, path: path, origin: maker)
+        case .moved: presenters.notify(.didMove, path: path, destination: destination, origin: maker)
         }
     }
 }

@@ -16,13 +16,25 @@ extension FileSystem {
     /// Applies what the watch saw, in order.
     func applyOutsideChanges(_ batch: [ObservedChange]) {
         guard let notifier else { return }
+        let cluster = clusterEvents
         for observed in batch {
+            // A peer daemon of the cluster on this machine, writing to the backing they share:
+            // the caches follow it here as soon as the watch sees it, but its own event tells
+            // the change (RemoteChanges.swift), so none is published here.
+            let fromPeer = cluster.map { cluster in observed.process.map { cluster.isPeerDaemon($0.pid) } ?? false } ?? false
             logger.debug("a change behind the mount", metadata: ["change": "\(observed.change)", "pid": "\(observed.process?.pid ?? 0)"])
             let origin = EventOrigin(pid: observed.process?.pid ?? 0, uid: observed.process?.uid ?? EventOrigin.unknownUID,
                                      processName: observed.process?.name ?? "", isOutside: true)
+            func publish(_ kind: ChangeKind, path: MountPath, destination: MountPath? = nil, isDirectory: Bool,
+                         origin: EventOrigin, size: @autoclosure () -> Int64?) {
+                guard !fromPeer else { return }
+                self.publish(kind, path: path, destination: destination, isDirectory: isDirectory, origin: origin, size: size())
+            }
             switch observed.change {
             case .created(let path, let isDirectory):
-                outsideCreated(path, isDirectory: isDirectory, origin: origin, notifier)
+                let status = followCreated(path, isDirectory: isDirectory, notifier)
+                publish(.created, path: path, isDirectory: isDirectory, origin: origin,
+                        size: isDirectory ? nil : status.map { Int64($0.st_size) })
             case .deleted(let path, let isDirectory):
                 outsideDeleted(path, notifier)
                 publish(.deleted, path: path, isDirectory: isDirectory, origin: origin, size: nil)
@@ -46,8 +58,11 @@ extension FileSystem {
         }
     }
 
-    private func outsideCreated(_ path: MountPath, isDirectory: Bool, origin: EventOrigin, _ notifier: KernelNotifier) {
-        guard let name = path.name, let parentPath = path.parent else { return }
+    /// A name appeared (or now names another object): the node table and the kernel forget
+    /// what they knew of the name. Returns the backing's attributes of it now.
+    @discardableResult
+    func followCreated(_ path: MountPath, isDirectory: Bool, _ notifier: KernelNotifier) -> stat? {
+        guard let name = path.name, let parentPath = path.parent else { return nil }
         let status = backingStatus(of: path)
         if let directory = nodes.node(at: parentPath) {
             // A node still known by the name stands for what was there before (removed and
@@ -62,13 +77,12 @@ extension FileSystem {
         if !isDirectory, let status, status.st_nlink > 1, let linked = nodes.node(identity: FileIdentity(status)) {
             notifier.invalidateAttributes(of: linked.id)
         }
-        publish(.created, path: path, isDirectory: isDirectory, origin: origin,
-                       size: isDirectory ? nil : status.map { Int64($0.st_size) })
+        return status
     }
 
     /// The name is gone from the backing: the node known by it loses it, and the kernel is told
     /// of a deletion (an entry drop only, when the file keeps other links).
-    private func outsideDeleted(_ path: MountPath, _ notifier: KernelNotifier) {
+    func outsideDeleted(_ path: MountPath, _ notifier: KernelNotifier) {
         guard let name = path.name, let parentPath = path.parent, let directory = nodes.node(at: parentPath) else { return }
         if let removed = nodes.removedName(name, in: directory) {
             if removed.isDirectory || nodes.isUnlinked(removed) {
@@ -86,7 +100,7 @@ extension FileSystem {
     /// The node moves with its name; whatever the destination named loses its name. Processes
     /// that have the moved item (or anything under a moved directory) open keep using it: the
     /// nodes hold descriptors, not paths.
-    private func outsideMoved(from source: MountPath, to destination: MountPath, _ notifier: KernelNotifier) {
+    func outsideMoved(from source: MountPath, to destination: MountPath, _ notifier: KernelNotifier) {
         guard let sourceName = source.name, let destinationName = destination.name,
               let sourceParent = source.parent, let destinationParent = destination.parent else { return }
         let sourceDirectory = nodes.node(at: sourceParent)
@@ -115,6 +129,11 @@ extension FileSystem {
     /// is told to rescan.
     private func outsideLost(_ notifier: KernelNotifier) {
         logger.warning("the watch of the backing lost changes (its queue overflowed); dropping every cache of the mount")
+        dropEveryCache(notifier)
+    }
+
+    /// Anything may have changed: see `outsideLost`.
+    func dropEveryCache(_ notifier: KernelNotifier) {
         var directories: [UInt64: Node] = [NodeTable.rootID: nodes.root]
         for (node, directory, name) in nodes.namedNodes() {
             let status = try? Syscall.stat(at: directory.directory, name)
@@ -138,14 +157,14 @@ extension FileSystem {
     /// Whether a change is about an unnamed file (`O_TMPFILE`, a save's temp): inotify reports
     /// writes to one and changes of its mode under the stand-in name "#INODE" in its
     /// directory, which no lookup finds. fanotify names the mount as their maker instead.
-    private func isUnnamedTemp(_ path: MountPath) -> Bool {
+    func isUnnamedTemp(_ path: MountPath) -> Bool {
         guard let name = path.name?.bytes, name.count > 1, name[0] == UInt8(ascii: "#"),
               name.dropFirst().allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return false }
         return backingStatus(of: path) == nil
     }
 
     /// The backing's attributes of `path` now (nil when it is gone again).
-    private func backingStatus(of path: MountPath) -> stat? {
+    func backingStatus(of path: MountPath) -> stat? {
         if path.isRoot { return try? Syscall.statOfPathDescriptor(nodes.root.directory) }
         return path.withRelativeCString { try? Syscall.stat(at: nodes.root.directory, $0) }
     }

@@ -40,20 +40,38 @@ public enum ClaimModeName: String, Sendable, Hashable, Codable, CaseIterable, Cu
 /// `time` is seconds since the Unix epoch with a fraction.
 public struct WatchEvent: Sendable, Hashable, Codable {
     /// Who made the change. For a change made through the mount all three are there; for one
-    /// made directly in the backing (`outside`), only what the kernel told the watch.
+    /// made directly in the backing (`outside`), only what the kernel told the watch; for one
+    /// another host of the cluster committed (`host`), that host's process.
     public struct Origin: Sendable, Hashable, Codable {
+        /// Another host of the cluster (`coordfs mount --cluster`).
+        public struct Host: Sendable, Hashable, Codable {
+            /// The id the cluster knows the host by.
+            public var id: Int64
+            /// Its hostname.
+            public var name: String
+
+            public init(id: Int64, name: String) {
+                self.id = id
+                self.name = name
+            }
+        }
+
         public var pid: Int32?
         public var uid: UInt32?
         /// The process's command name (at most 15 bytes, as the kernel keeps it).
         public var process: String?
         /// True for a change made directly in the backing directory; absent otherwise.
         public var outside: Bool?
+        /// The host whose mount committed the change; absent for this mount's own (and from
+        /// servers that predate clusters).
+        public var host: Host?
 
-        public init(pid: Int32?, uid: UInt32?, process: String?, outside: Bool? = nil) {
+        public init(pid: Int32?, uid: UInt32?, process: String?, outside: Bool? = nil, host: Host? = nil) {
             self.pid = pid
             self.uid = uid
             self.process = process
             self.outside = outside
+            self.host = host
         }
 
         /// Whether the change was made behind the mount.

@@ -37,7 +37,8 @@ extension WatchEvent.Origin {
         self.init(pid: origin.pid == 0 && origin.isOutside ? nil : origin.pid,
                   uid: origin.uid == EventOrigin.unknownUID ? nil : origin.uid,
                   process: origin.processName.isEmpty && origin.isOutside ? nil : origin.processName,
-                  outside: origin.isOutside ? true : nil)
+                  outside: origin.isOutside ? true : nil,
+                  host: origin.host.map { Host(id: $0.id, name: $0.name) })
     }
 }
 

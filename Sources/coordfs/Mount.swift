@@ -221,10 +221,14 @@ struct Mount: ParsableCommand {
         // Whatever ends the daemon from here on leaves the cluster cleanly.
         defer { cluster?.stop() }
         options.hostCoverage = cluster?.coverage
+        // Stopped before the cluster is left (defers run last first): its last events go in first.
+        var clusterEvents: ClusterEvents?
+        defer { clusterEvents?.stop() }
         let session: MountSession
         let server: ControlServer
         do {
             session = try MountSession(backing: paths.backing, mountpoint: paths.mountpoint, options: options, logger: logger)
+            clusterEvents = try startClusterEvents(cluster, session.fileSystem, logger: logger)
             // Listening before the mount appears: a client that finds the mount finds the socket.
             server = try startControlServer(socketPath, session.fileSystem, cluster: cluster, logger: logger)
         } catch {
@@ -265,10 +269,33 @@ struct Mount: ParsableCommand {
                 return "serving \(backing): \(claims.holders.count) claims held, \(claims.waiters.count) waiting, \(subscribers) subscribers"
             }
         }
-        let status = session.serve(stopping: { manager?.stopping() })
+        let status = session.serve(stopping: {
+            manager?.stopping()
+            // No request is served any more: what this mount committed goes to the cluster now.
+            clusterEvents?.stop()
+        })
         metricsEndpoint?.stop()
         server.stop()
         return ExitCode(status)
+    }
+
+    /// Starts carrying events between this mount and the other hosts of its cluster, nil
+    /// without a cluster: other hosts' commits are applied to the mount, and the mount's own
+    /// go to them.
+    private func startClusterEvents(_ cluster: ClusterSession?, _ fileSystem: FileSystem, logger: Logger) throws(ClusterChoiceError) -> ClusterEvents? {
+        guard let cluster, let configuration = try clusterChoice.configuration() else { return nil }
+        let events: ClusterEvents
+        do {
+            events = try ClusterEvents(configuration: configuration, host: cluster.host, logger: logger,
+                                       currentHost: { [cluster] in cluster.host },
+                                       apply: { [fileSystem] batch in fileSystem.applyRemoteChanges(batch) })
+        } catch {
+            let message = error.description.split(whereSeparator: \.isNewline).map { $0.trimmingPrefix(while: \.isWhitespace) }.joined(separator: " ")
+            throw ClusterChoiceError("cannot follow the cluster's events: \(message)")
+        }
+        fileSystem.clusterEvents = ClusterEventLink(publish: { [events] in events.publish($0) },
+                                                    isPeerDaemon: { [events] in events.isPeerDaemon(pid: $0) })
+        return events
     }
 
     /// Joins the cluster `--cluster` (or its file or variable) names, nil without one.

@@ -11,7 +11,8 @@ struct Watch: ParsableCommand {
         save met a change made behind the mount; directories end in "/"), like inotifywait -m: \
         paths are printed as their bytes, as given and as named, whether UTF-8 or not. KIND is \
         created, changed, deleted, moved, attributes or conflict; a change made directly in the \
-        backing directory ends in "(outside)", or "(outside: PROCESS PID)" when known. With --json, \
+        backing directory ends in "(outside)", or "(outside: PROCESS PID)" when known; one another host \
+        of the cluster committed (mount --cluster) ends in "(host NAME: PROCESS PID)". With --json, \
         one JSON object per line: the control protocol's event (paths relative to the mount, \
         with pathBytes when a path is not UTF-8). \
         When events are lost because they were not read fast enough, a line "PATH overflow N" \
@@ -266,7 +267,9 @@ struct WatchOptions: Sendable {
             } else {
                 line = "\(raw: path.display(event.path))\(suffix) \(event.kind)"
             }
-            if event.origin.isOutside {
+            if let host = event.origin.host {
+                line = "\(raw: line.bytes) (host \(host.name): \(event.origin.process ?? "?") \(event.origin.pid ?? 0))"
+            } else if event.origin.isOutside {
                 if let process = event.origin.process, let pid = event.origin.pid {
                     line = "\(raw: line.bytes) (outside: \(process) \(pid))"
                 } else {

@@ -146,6 +146,27 @@ private func roundTrip(_ envelope: RequestEnvelope) throws -> RequestEnvelope {
         #expect(push == #"{"push":"event","subscription":1,"event":{"sequence":3,"kind":"changed","path":"/f","directory":false,"origin":{"pid":9,"uid":0,"process":"sh"},"size":12,"time":1700000000.5}}"# + "\n")
     }
 
+    /// Another host's event carries its host in the origin; a line without one (this mount's
+    /// own, or from a server before clusters) reads with none.
+    @Test func theOriginHostIsOptional() throws {
+        let event = WatchEvent(sequence: 4, kind: .changed, path: "/f", directory: false,
+                               origin: .init(pid: 9, uid: 0, process: "sh", host: .init(id: 3, name: "build-07")), size: 12,
+                               time: 1_700_000_000.5)
+        let line = String(decoding: try WireFormat.line(Push.event(EventPush(subscription: 1, event: event))), as: UTF8.self)
+        #expect(line.contains(#""origin":{"pid":9,"uid":0,"process":"sh","host":{"id":3,"name":"build-07"}}"#), "\(line)")
+        guard case .push(.event(let decoded)) = try ServerLine.classify(Array(line.utf8)) else {
+            Issue.record("not an event push")
+            return
+        }
+        #expect(decoded.event.origin.host == .init(id: 3, name: "build-07"))
+        let old = #"{"push":"event","subscription":1,"event":{"sequence":3,"kind":"changed","path":"/f","directory":false,"origin":{"pid":9,"uid":0,"process":"sh"},"size":12,"time":1700000000.5}}"#
+        guard case .push(.event(let plain)) = try ServerLine.classify(Array(old.utf8)) else {
+            Issue.record("not an event push")
+            return
+        }
+        #expect(plain.event.origin.host == nil)
+    }
+
     @Test func awkwardTextSurvivesEncoding() throws {
         let names = ["quote\"back\\slash", "new\nline\ttab\r", "\u{01}\u{1f}\u{7f}", "ünïcødé 🚀", "", "/"]
         for name in names {

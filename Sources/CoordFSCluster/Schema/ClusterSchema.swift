@@ -9,7 +9,9 @@
 ///   claim mode, with the fence it was granted under.
 /// - `coordfs_requests`: hosts waiting for a grant, in arrival order (`ticket`).
 /// - `coordfs_events`: committed changes with a cursor that only grows, for other hosts'
-///   caches and subscribers.
+///   caches and subscribers (CoordFSCluster/Events/ClusterEvents.swift).
+/// - `coordfs_event_horizon`: the cursor up to which a cluster's events were trimmed: a host
+///   whose cursor is below it missed some and must resynchronise.
 public enum ClusterSchema {
     /// Bumped when the tables change shape; a host refuses a database made by a newer version.
     public static let version = 1
@@ -75,6 +77,12 @@ public enum ClusterSchema {
             process text NOT NULL,
             at timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (cluster, cursor)
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS coordfs_event_horizon (
+            cluster text PRIMARY KEY,
+            trimmed_through bigint NOT NULL
         )
         """,
         """

@@ -61,8 +61,22 @@ public struct ChangeKindSet: OptionSet, Sendable, Hashable {
     }
 }
 
+/// Another host of the cluster (`--cluster`), as the events of its commits name it.
+public struct EventHost: Sendable, Hashable {
+    /// The id the cluster knows the host by (coordfs_hosts.host_id).
+    public var id: Int64
+    /// Its hostname.
+    public var name: String
+
+    public init(id: Int64, name: String) {
+        self.id = id
+        self.name = name
+    }
+}
+
 /// Who caused a change: the process the kernel named in the request, or for a change made
-/// directly in the backing, what the watch of the backing learnt of its maker.
+/// directly in the backing, what the watch of the backing learnt of its maker, or for a
+/// change another host of the cluster committed, that host's process.
 public struct EventOrigin: Sendable, Hashable {
     /// 0 when not known (a change behind the mount seen through inotify).
     public var pid: Int32
@@ -72,14 +86,18 @@ public struct EventOrigin: Sendable, Hashable {
     public var processName: String
     /// The change was made directly in the backing, not through the mount.
     public var isOutside: Bool
+    /// The host whose mount committed the change; nil for this host's own. Its pid, uid and
+    /// process name are that host's.
+    public var host: EventHost?
 
     public static let unknownUID = UInt32.max
 
-    public init(pid: Int32, uid: UInt32, processName: String, isOutside: Bool = false) {
+    public init(pid: Int32, uid: UInt32, processName: String, isOutside: Bool = false, host: EventHost? = nil) {
         self.pid = pid
         self.uid = uid
         self.processName = processName
         self.isOutside = isOutside
+        self.host = host
     }
 }
 

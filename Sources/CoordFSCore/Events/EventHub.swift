@@ -110,14 +110,15 @@ public final class EventHub: Sendable {
 
     /// Records a completed change and hands it to every matching subscriber. Call it after
     /// the operation succeeded, in the order the operations took effect (for a given path the
-    /// claims make that order unambiguous).
+    /// claims make that order unambiguous). Returns the event as numbered.
+    @discardableResult
     public func publish(_ kind: ChangeKind, path: MountPath, destination: MountPath? = nil, isDirectory: Bool,
-                        origin: EventOrigin, size: Int64?) {
+                        origin: EventOrigin, size: Int64?) -> ChangeEvent {
         let time = EventTime.now()
         if isDirectory && kind != .changed {
             directoryEpoch.add(1, ordering: .releasing)
         }
-        let toWake: [EventSubscription] = state.withLock { state in
+        let (event, toWake): (ChangeEvent, [EventSubscription]) = state.withLock { state in
             state.sequence += 1
             let event = ChangeEvent(sequence: state.sequence, kind: kind, path: path,
                                     destination: kind == .moved || kind == .conflict ? destination : nil,
@@ -127,7 +128,7 @@ public final class EventHub: Sendable {
             } else {
                 state.history[Int((event.sequence - 1) % UInt64(historyCapacity))] = event
             }
-            if state.subscriptions.isEmpty { return [] }
+            if state.subscriptions.isEmpty { return (event, []) }
             // Allocates only when some consumer sits idle and must be woken.
             var toWake: [EventSubscription] = []
             for subscription in state.subscriptions {
@@ -141,11 +142,12 @@ public final class EventHub: Sendable {
                     break
                 }
             }
-            return toWake
+            return (event, toWake)
         }
         for subscription in toWake {
             subscription.onReady()
         }
+        return event
     }
 
     /// Starts a subscription.
