@@ -122,6 +122,11 @@ public final class FileSystem: Sendable {
     /// `lookUp` with the name both as the kernel's C string and as the node table keeps it.
     private func lookUp(_ parent: Node, _ name: UnsafePointer<CChar>, _ fileName: FileName) throws(Errno) -> fuse_entry_param {
         let status = try Syscall.stat(at: parent.directory, name)
+        // With other hosts, the node known by the name follows it to the file another host
+        // committed there (FollowingNames.swift), rather than a second node standing for it.
+        if authority.hosts != nil, let known = nodes.node(named: fileName, in: parent), known.identity != FileIdentity(status) {
+            _ = followReplacement(of: known, in: parent, named: fileName, found: status)
+        }
         if let existing = nodes.lookUpExisting(FileIdentity(status), parent: parent, name: fileName) {
             return entry(existing, status)
         }

@@ -37,6 +37,14 @@ struct NamedPath: Sendable {
         self.keepsStartingPath = keepsStartingPath
     }
 
+    /// A node whose name went away behind the mount while the kernel may still reach it by
+    /// that name (`NodeTable.formerPath(of:)`): the open is about the name, and claims it.
+    init(_ node: Node, formerPath: MountPath) {
+        anchor = .node(node)
+        resolved = formerPath
+        keepsStartingPath = true
+    }
+
     init(_ entry: DirectoryEntry, in nodes: NodeTable) {
         anchor = .entry(entry)
         resolved = nodes.path(of: entry.directory)?.appending(entry.name)

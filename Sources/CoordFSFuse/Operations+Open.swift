@@ -31,7 +31,16 @@ extension FileSystem {
         let flags = file.pointee.flags
         let copy = FileInfoCopy(info: file.pointee)
         let pending = PendingRequest(raw: request)
-        let item = node.isRegularFile ? NamedPath(node, in: nodes, keepsStartingPath: authority.hosts != nil) : nil
+        var item = node.isRegularFile ? NamedPath(node, in: nodes, keepsStartingPath: authority.hosts != nil) : nil
+        // A kernel entry that outlived the name (a change behind the mount or another host's
+        // commit replaced the file, and the kernel has not dropped the entry yet) still
+        // names the file: the open claims the name and then follows it
+        // (`checkNotReplacedElsewhere`), never writes the replaced file unclaimed.
+        // (A file deleted behind the mount has no name to follow: it is opened as before.)
+        if item != nil, item?.resolved == nil, let former = nodes.formerPath(of: node),
+           let now = backingStatus(of: former), now.st_mode & S_IFMT == S_IFREG {
+            item = NamedPath(node, formerPath: former)
+        }
         guard let item, let path = item.resolved else {
             // Special files, and files reachable only through an open descriptor: no one else can
             // name them, so there is nothing to coordinate.
@@ -132,36 +141,28 @@ extension FileSystem {
     /// kernel's inode carries on, its pages and attributes are dropped, and readers go around
     /// the page cache until then). Anything else (the name gone, or another node standing for
     /// the new file) lets go of the name and fails the open with ESTALE, on which the kernel
-    /// looks the name up again (LOOKUP_REVAL). One fstatat, with --cluster only; a node with a
-    /// save of this host's in progress is this host's to change.
+    /// looks the name up again (LOOKUP_REVAL). One fstatat, with --cluster only (on a mount of
+    /// one host, only for a node whose name went away behind the mount, reached through a
+    /// kernel entry that outlived it); a node with a save of this host's in progress is this
+    /// host's to change.
     /// `path`: where the open found the node; a node that lost its name while the open waited
     /// (the report of the commit came first) is checked there, and gets the name back.
     private func checkNotReplacedElsewhere(_ node: Node, startedAt path: MountPath?) throws(Errno) {
         // Special files, and files reachable only through a descriptor, were not coordinated.
-        guard authority.hosts != nil, node.isRegularFile, let path else { return }
+        // On a mount of one host, only a node whose name went away behind the mount is checked.
+        guard node.isRegularFile, let path else { return }
+        let location = nodes.location(of: node)
+        guard authority.hosts != nil || (location == nil && nodes.lostNameBehind(node)) else { return }
         let startedIn = path.parent.flatMap(nodes.node(at:)).flatMap { directory in path.name.map { (directory, $0) } }
-        guard let (directory, name) = nodes.location(of: node) ?? startedIn else { throw .staleNFSFileHandle }
+        guard let (directory, name) = location ?? startedIn else { throw .staleNFSFileHandle }
         let found = try? Syscall.stat(at: directory.directory, name)
-        guard found.map(FileIdentity.init) != node.identity else { return }
-        if let found, found.st_mode & S_IFMT == S_IFREG {
-            let identity = FileIdentity(found)
-            if let standing = nodes.node(identity: identity) {
-                if standing === node { return } // another open of it took the new file a moment ago
-            } else {
-                // Stale first: an open that sees the new backing must not take the page cache.
-                activity.noteCommit(of: node)
-                defer { notifier?.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) } }
-                if let descriptor = try? name.withCString({ (cName) throws(Errno) in
-                       try Syscall.openAt(directory.directory, cName, Linux.O_PATH | O_NOFOLLOW)
-                   }),
-                   let opened = try? Syscall.statOfPathDescriptor(descriptor.raw), FileIdentity(opened) == identity {
-                    nodes.replaceBacking(of: node, with: descriptor, identity: identity)
-                    nodes.moved(node, to: directory, name: name)
-                    return
-                }
-            }
+        if found.map(FileIdentity.init) == node.identity {
+            // The name was taken from the node and given back since (a report came late).
+            if location == nil, nodes.node(named: name, in: directory) == nil { nodes.moved(node, to: directory, name: name) }
+            return
         }
-        if nodes.node(named: name, in: directory) === node { nodes.removedName(name, in: directory) }
+        if let found, followReplacement(of: node, in: directory, named: name, found: found) { return }
+        if nodes.node(named: name, in: directory) === node { nodes.removedNameBehind(name, in: directory) }
         notifier?.invalidateEntry(directory: directory.id, name: name)
         throw .staleNFSFileHandle
     }

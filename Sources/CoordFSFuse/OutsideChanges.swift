@@ -68,7 +68,7 @@ extension FileSystem {
             // A node still known by the name stands for what was there before (removed and
             // made again faster than the watch reported it).
             if let stale = nodes.node(named: name, in: directory), status.map({ FileIdentity($0) }) != stale.identity {
-                nodes.removedName(name, in: directory)
+                nodes.removedNameBehind(name, in: directory)
             }
             notifier.invalidateEntry(directory: directory.id, name: name)
             notifier.invalidateContents(of: directory.id)
@@ -84,7 +84,14 @@ extension FileSystem {
     /// of a deletion (an entry drop only, when the file keeps other links).
     func outsideDeleted(_ path: MountPath, _ notifier: KernelNotifier) {
         guard let name = path.name, let parentPath = path.parent, let directory = nodes.node(at: parentPath) else { return }
-        if let removed = nodes.removedName(name, in: directory) {
+        // Reported late: the name is back, for the node that stands for it (an open of this
+        // host's followed another host's commit to it, Operations+Open.swift).
+        if let known = nodes.node(named: name, in: directory), backingStatus(of: path).map({ FileIdentity($0) }) == known.identity {
+            notifier.invalidateEntry(directory: directory.id, name: name)
+            notifier.invalidateContents(of: directory.id)
+            return
+        }
+        if let removed = nodes.removedNameBehind(name, in: directory) {
             if removed.isDirectory || nodes.isUnlinked(removed) {
                 notifier.notifyDeleted(directory: directory.id, child: removed.id, name: name)
             } else {
@@ -105,15 +112,25 @@ extension FileSystem {
               let sourceParent = source.parent, let destinationParent = destination.parent else { return }
         let sourceDirectory = nodes.node(at: sourceParent)
         let destinationDirectory = nodes.node(at: destinationParent)
-        if let destinationDirectory, let replaced = nodes.removedName(destinationName, in: destinationDirectory) {
-            // Replaced by the move: gone from the tree, alive for whoever has it open.
-            notifier.invalidateAttributes(of: replaced.id)
-        }
-        if let sourceDirectory, let moved = nodes.node(named: sourceName, in: sourceDirectory) {
-            if let destinationDirectory {
-                nodes.moved(moved, to: destinationDirectory, name: destinationName)
-            } else {
-                nodes.removedName(sourceName, in: sourceDirectory) // to a directory the kernel has not looked up
+        // A node that stands for what the destination names now already followed the move
+        // (reported late: an open of this host's found it first) and keeps the name.
+        if let destinationDirectory, let known = nodes.node(named: destinationName, in: destinationDirectory),
+           backingStatus(of: destination).map({ FileIdentity($0) }) == known.identity {
+            if let sourceDirectory, let stale = nodes.node(named: sourceName, in: sourceDirectory), stale !== known,
+               backingStatus(of: source).map({ FileIdentity($0) }) != stale.identity {
+                nodes.removedNameBehind(sourceName, in: sourceDirectory)
+            }
+        } else {
+            if let destinationDirectory, let replaced = nodes.removedNameBehind(destinationName, in: destinationDirectory) {
+                // Replaced by the move: gone from the tree, alive for whoever has it open.
+                notifier.invalidateAttributes(of: replaced.id)
+            }
+            if let sourceDirectory, let moved = nodes.node(named: sourceName, in: sourceDirectory) {
+                if let destinationDirectory {
+                    nodes.moved(moved, to: destinationDirectory, name: destinationName)
+                } else {
+                    nodes.removedNameBehind(sourceName, in: sourceDirectory) // to a directory the kernel has not looked up
+                }
             }
         }
         for (directory, name) in [(sourceDirectory, sourceName), (destinationDirectory, destinationName)] {
@@ -138,7 +155,9 @@ extension FileSystem {
         for (node, directory, name) in nodes.namedNodes() {
             let status = try? Syscall.stat(at: directory.directory, name)
             if status.map({ FileIdentity($0) }) != node.identity {
-                nodes.removedName(name, in: directory)
+                // With other hosts, a node follows its name where it can (FollowingNames.swift).
+                let followed = authority.hosts != nil && status.map { followReplacement(of: node, in: directory, named: name, found: $0) } ?? false
+                if !followed { nodes.removedNameBehind(name, in: directory) }
             }
             notifier.invalidateEntry(directory: directory.id, name: name)
             notifier.invalidateContents(of: node.id)

@@ -76,13 +76,16 @@ extension FileSystem {
     }
 
     /// New content under `path`: a commit by rename put another file under the name (the node
-    /// known by it stands for the old one, which its readers keep: the name is forgotten), or
-    /// the file was written in place (its pages are dropped). Either way the next reader here
-    /// reads the new bytes.
+    /// known by it follows the name, FollowingNames.swift; where it cannot, the name is
+    /// forgotten and the node stays with the old file, which its readers keep), or the file
+    /// was written in place (its pages are dropped). Either way the next reader here reads
+    /// the new bytes.
     private func remoteChanged(_ path: MountPath, _ notifier: KernelNotifier) {
         guard let name = path.name, let parentPath = path.parent, let directory = nodes.node(at: parentPath),
               let node = nodes.node(named: name, in: directory) else { return }
-        if backingStatus(of: path).map({ FileIdentity($0) }) != node.identity {
+        let found = backingStatus(of: path)
+        if found.map({ FileIdentity($0) }) != node.identity {
+            if let found, followReplacement(of: node, in: directory, named: name, found: found) { return }
             followCreated(path, isDirectory: false, notifier)
             notifier.invalidateAttributes(of: node.id)
         } else {

@@ -149,6 +149,28 @@ import Testing
         #expect(table.location(of: a) == nil)
     }
 
+    /// A file replaced behind the table (a rename over its name) leaves its node unlinked, yet
+    /// the kernel may still reach the node by the name: the node remembers it, until the name
+    /// is known again (by another node or by this one).
+    @Test func aNameLostBehindIsRemembered() throws {
+        run("echo old > f && echo gone > g")
+        let table = try makeTable()
+        let f = try lookUp(table, table.root, "f")
+        let g = try lookUp(table, table.root, "g")
+        run("echo new > f.new && mv f.new f && rm g")
+        #expect(table.removedNameBehind("f", in: table.root) === f)
+        #expect(table.removedName("g", in: table.root) === g)
+        #expect(table.path(of: f) == nil, "unlinked: the old file has no name")
+        #expect(table.lostNameBehind(f) && !table.lostNameBehind(g))
+        #expect(table.formerPath(of: f)?.description == "/f")
+        #expect(table.formerPath(of: g) == nil, "a name removed through the mount is not remembered")
+        let new = try lookUp(table, table.root, "f")
+        #expect(new !== f)
+        #expect(table.formerPath(of: f) == nil, "another node is known by the name now")
+        table.moved(f, to: table.root, name: "h")
+        #expect(!table.lostNameBehind(f), "named again")
+    }
+
     @Test func aRemovedDirectoryLosesItsPath() throws {
         run("mkdir d")
         let table = try makeTable()

@@ -107,23 +107,38 @@ final class SessionShared: Sendable {
     /// Ends waiter `id` at `deadline` if it still waits then (whoever comes first, this timer
     /// or the session thread, removes it under the lock: its outcome is given once). Its
     /// queued requests are left for the session thread to withdraw.
+    /// A wait the session thread has not asked for yet is left to it a little longer (up to
+    /// `unaskedGrace`): it asks before it looks at deadlines, so a request with no time to
+    /// wait still gets what is free, and the timer only steps in for a thread that is stuck
+    /// (at once when the lease lapsed: the thread has not proved the session for that long).
     func endWait(_ id: UInt64, at deadline: ContinuousClock.Instant) {
-        let (seconds, attoseconds) = (deadline - .now).components
+        arm(at: deadline) { [self] in endWaitNow(id, deadline: deadline) }
+    }
+
+    static let unaskedGrace: Duration = .seconds(1)
+
+    private func arm(at instant: ContinuousClock.Instant, _ body: @escaping @Sendable () -> Void) {
+        let (seconds, attoseconds) = (instant - .now).components
         let nanoseconds = max(seconds * 1_000_000_000 + attoseconds / 1_000_000_000, 0) + 1_000_000
         DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: nanoseconds))) { [self] in
             // Dispatch's clock is not ContinuousClock: a timer a little early is set again.
-            if ContinuousClock.now < deadline {
-                endWait(id, at: deadline)
+            if ContinuousClock.now < instant {
+                arm(at: instant, body)
             } else {
-                endWaitNow(id)
+                body()
             }
         }
     }
 
-    private func endWaitNow(_ id: UInt64) {
+    private func endWaitNow(_ id: UInt64, deadline: ContinuousClock.Instant) {
         let validity = configuration.leaseValidity
+        let graceEnd = deadline + Self.unaskedGrace
         let ended = state.withLock { state -> (CoverageWaiter, CoverageOutcome)? in
             guard let waiter = state.waiters[id] else { return nil }
+            if !waiter.asked, state.leaseHolds(validity: validity), ContinuousClock.now < graceEnd {
+                arm(at: graceEnd) { [self] in endWaitNow(id, deadline: deadline) }
+                return nil
+            }
             state.waiters[id] = nil
             state.withdrawals += waiter.tickets
             if waiter.nonblocking { return (waiter, .wouldBlock) }

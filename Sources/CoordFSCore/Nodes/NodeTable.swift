@@ -41,6 +41,11 @@ public final class Node: @unchecked Sendable {
     fileprivate var parent: Node?
     fileprivate var name: FileName
     fileprivate var isUnlinked = false
+    /// The name went away behind the mount (a change made in the backing, or another host's
+    /// commit), not through it: the kernel may still reach the node by that name until it
+    /// has dropped its entry, so an open that comes through it is about the name
+    /// (`formerPath(of:)`), not about an unlinked file.
+    fileprivate var lostNameBehind = false
     /// Counts changes of the node's name (moves, lookups, removals), so that a link count read
     /// outside the lock is applied only if no change came in between.
     fileprivate var nameChanges: UInt64 = 0
@@ -105,6 +110,7 @@ public final class NodeTable: Sendable {
             node.parent = parent
             node.name = name
             node.isUnlinked = false
+            node.lostNameBehind = false
             node.nameChanges &+= 1
             node.linksUnknown.store(false, ordering: .relaxed)
             if let parent { byName[NameKey(parent: parent.id, name: name)] = node }
@@ -280,6 +286,36 @@ public final class NodeTable: Sendable {
             node.linksUnknown.store(true, ordering: .relaxed)
             return node
         }
+    }
+
+    /// Like `removedName`, for a name that went away behind the mount: the node remembers it
+    /// (`formerPath(of:)`).
+    @discardableResult
+    public func removedNameBehind(_ name: FileName, in parent: Node) -> Node? {
+        state.withLock { state in
+            guard let node = state.byName[NameKey(parent: parent.id, name: name)] else { return nil }
+            state.unname(node)
+            node.nameChanges &+= 1
+            node.lostNameBehind = true
+            node.linksUnknown.store(true, ordering: .relaxed)
+            return node
+        }
+    }
+
+    /// Whether the node's last name went away behind the mount (and it has not been named since).
+    public func lostNameBehind(_ node: Node) -> Bool {
+        state.withLock { _ in node.lostNameBehind }
+    }
+
+    /// For a node unlinked since its name went away behind the mount (`removedNameBehind`),
+    /// the path it had, provided no other node is known by it yet; nil otherwise.
+    public func formerPath(of node: Node) -> MountPath? {
+        guard let (directory, name) = state.withLock({ state -> (Node, FileName)? in
+            guard node.lostNameBehind, let parent = node.parent,
+                  state.byName[NameKey(parent: parent.id, name: node.name)] == nil else { return nil }
+            return (parent, node.name)
+        }) else { return nil }
+        return path(of: directory)?.appending(name)
     }
 
     /// Whether the node has no name left in the backing (it may live on while open).
