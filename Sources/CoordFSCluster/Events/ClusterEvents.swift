@@ -51,6 +51,11 @@ public final class ClusterEvents: Sendable {
     static let insertLimit = 256
     /// How often the thread reads without a hint, and looks at the hosts.
     static let tick: Duration = .seconds(1)
+    /// The least time between two inserts while events keep coming (unless a whole batch is
+    /// queued): a lone event goes out at once, a stream of them a batch at a time. Without
+    /// it, a burst of creates cost one transaction (and a wake-up of the database and of this
+    /// thread) per event, on cores the mount's own requests need.
+    static let batchInterval: Duration = .milliseconds(4)
 
     /// The host as it registered first; `currentHost` tells what it is now.
     public let host: ClusterHost
@@ -201,6 +206,8 @@ final class EventLoop {
     private let clock = ContinuousClock()
     private var lastTick: ContinuousClock.Instant
     private var lastTrim: ContinuousClock.Instant
+    /// When the last insert was sent (see `ClusterEvents.batchInterval`).
+    private var lastFlush: ContinuousClock.Instant
 
     private var configuration: ClusterConfiguration { events.configuration }
     private var name: DatabaseValue { .text(configuration.name) }
@@ -223,6 +230,7 @@ final class EventLoop {
         self.cursor = cursor
         ownIDs = [events.host.id]
         lastTick = clock.now
+        lastFlush = clock.now - ClusterEvents.batchInterval
         // Hosts trim at different moments: a random share of the interval first.
         lastTrim = clock.now - .milliseconds(Int64.random(in: 0...max(events.retention.trimInterval.milliseconds, 1)))
     }
@@ -246,8 +254,8 @@ final class EventLoop {
                 }
             }
             do throws(DatabaseError) {
-                try flush()
-                let (hinted, woken) = try waitForInput()
+                let flushAt = try flushIfDue()
+                let (hinted, woken) = try waitForInput(until: flushAt)
                 if woken { drainWake() }
                 let due = clock.now - lastTick >= ClusterEvents.tick
                 if hinted || due { try readRemote() }
@@ -288,9 +296,21 @@ final class EventLoop {
         connection = nil
     }
 
-    /// Waits for the server or a wake-up, up to the next tick. Returns whether a notification
-    /// from another session came, and whether the wake-up descriptor fired.
-    private func waitForInput() throws(DatabaseError) -> (hinted: Bool, woken: Bool) {
+    /// Inserts what is queued if the last insert is `batchInterval` old or a whole batch waits;
+    /// otherwise returns when to.
+    private func flushIfDue() throws(DatabaseError) -> ContinuousClock.Instant? {
+        let queued = events.outbox.withLock { $0.events.count + ($0.overflowed ? 1 : 0) }
+        guard queued > 0 else { return nil }
+        let due = lastFlush + ClusterEvents.batchInterval
+        if queued < ClusterEvents.insertLimit && clock.now < due { return due }
+        lastFlush = clock.now
+        try flush()
+        return nil
+    }
+
+    /// Waits for the server or a wake-up, up to the next tick (or `flushAt`). Returns whether a
+    /// notification from another session came, and whether the wake-up descriptor fired.
+    private func waitForInput(until flushAt: ContinuousClock.Instant? = nil) throws(DatabaseError) -> (hinted: Bool, woken: Bool) {
         guard let connection else { return (false, false) }
         let own = connection.serverPID
         func hint() throws(DatabaseError) -> Bool {
@@ -304,7 +324,8 @@ final class EventLoop {
         // A notification that came during this thread's last statement was read with its
         // result, off the socket: polling would not see it until the tick.
         if try hint() { return (true, false) }
-        let remaining = ClusterEvents.tick - (clock.now - lastTick)
+        var remaining = ClusterEvents.tick - (clock.now - lastTick)
+        if let flushAt { remaining = min(remaining, flushAt - clock.now) }
         let ready = (try? Syscall.waitReadable([connection.socket, events.wake], timeout: Int32(clamping: max(remaining.milliseconds, 0)))) ?? []
         let hinted = ready.contains(0) ? try hint() : false
         return (hinted, ready.contains(1))
