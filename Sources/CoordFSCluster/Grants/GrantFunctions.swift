@@ -60,7 +60,10 @@ enum GrantFunctions {
         """,
         // Deletes the hosts whose liveness lock nobody holds, with their grants and requests,
         // and wakes the waiters. The liveness test runs without the lock first, so a heartbeat
-        // that finds no dead host orders nothing.
+        // that finds no dead host orders nothing. A host whose session ended is reaped only
+        // once the lease of its last proof is over: its session may have been ended by the
+        // server (a restart, pg_terminate_backend) while the host, not knowing it yet, still
+        // trusts its grants, and nobody may be granted what it may still write.
         """
         CREATE OR REPLACE FUNCTION coordfs_reap(p_cluster text, p_key int, p_channel text) RETURNS int
         LANGUAGE plpgsql AS $$
@@ -68,7 +71,8 @@ enum GrantFunctions {
             dead bigint[];
         BEGIN
             SELECT array_agg(h.host_id) INTO dead FROM coordfs_hosts h
-                WHERE h.cluster = p_cluster AND NOT \(HostRegistration.isAliveCondition(hostColumn: "h.host_id", keyParameter: "p_key"));
+                WHERE h.cluster = p_cluster AND NOT \(HostRegistration.leaseRunsCondition)
+                    AND NOT \(HostRegistration.isAliveCondition(hostColumn: "h.host_id", keyParameter: "p_key"));
             IF dead IS NULL THEN RETURN 0; END IF;
             PERFORM pg_advisory_xact_lock(p_key::bigint);
             DELETE FROM coordfs_grants g WHERE g.cluster = p_cluster AND g.host_id = ANY(dead);
@@ -76,6 +80,16 @@ enum GrantFunctions {
             DELETE FROM coordfs_hosts h WHERE h.cluster = p_cluster AND h.host_id = ANY(dead);
             PERFORM pg_notify(p_channel, 'changed');
             RETURN cardinality(dead);
+        END $$
+        """,
+        // The heartbeat: proves the host's session (`proved_at`, by the server's clock, no
+        // earlier than the host sent it) and reaps the dead.
+        """
+        CREATE OR REPLACE FUNCTION coordfs_heartbeat(p_cluster text, p_key int, p_channel text, p_host bigint) RETURNS int
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE coordfs_hosts SET proved_at = now() WHERE cluster = p_cluster AND host_id = p_host;
+            RETURN coordfs_reap(p_cluster, p_key, p_channel);
         END $$
         """,
         // Asks for all of an operation's requests at once. Blocked (another live host holds a

@@ -4,7 +4,8 @@
 ///
 /// - `coordfs_hosts`: the live mounts. A host holds a session-level advisory lock for as long
 ///   as its session lives (key: the cluster's `lockKey` in the high half, the host id in the low
-///   half); a row whose lock nobody holds is a dead host's, and any host may reap it.
+///   half); a row whose lock nobody holds is a dead host's, and any host may reap it once the
+///   lease of its last proof (`proved_at` + `lease_ms`) is over.
 /// - `coordfs_grants`: what each host may do without asking: a path (and its subtree) in a
 ///   claim mode, with the fence it was granted under.
 /// - `coordfs_requests`: hosts waiting for a grant, in arrival order (`ticket`).
@@ -36,6 +37,15 @@ public enum ClusterSchema {
             joined timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (cluster, host_id)
         )
+        """,
+        // When the host last proved its session (the server's clock), and for how long after
+        // that it may trust its grants: a host whose session ended is reaped only once that
+        // time is over (Grants/GrantFunctions.swift, `coordfs_reap`).
+        """
+        ALTER TABLE coordfs_hosts ADD COLUMN IF NOT EXISTS proved_at timestamptz NOT NULL DEFAULT now()
+        """,
+        """
+        ALTER TABLE coordfs_hosts ADD COLUMN IF NOT EXISTS lease_ms bigint NOT NULL DEFAULT 3000
         """,
         """
         CREATE SEQUENCE IF NOT EXISTS coordfs_fences

@@ -35,10 +35,12 @@ public enum HostRegistration {
         try connection.execute("BEGIN")
         do throws(DatabaseError) {
             let rows = try connection.execute("""
-                INSERT INTO coordfs_hosts (cluster, host_id, hostname, boot_id, pid, mountpoint, server_pid)
-                VALUES ($1, nextval('coordfs_host_ids'), $2, $3, $4::int, $5, pg_backend_pid())
+                INSERT INTO coordfs_hosts (cluster, host_id, hostname, boot_id, pid, mountpoint, server_pid, lease_ms)
+                VALUES ($1, nextval('coordfs_host_ids'), $2, $3, $4::int, $5, pg_backend_pid(), $6::bigint)
                 RETURNING host_id
-                """, [.text(configuration.name), .text(hostname), .text(bootID()), .integer(Int64(pid)), .bytes(mountpoint)])
+                """, [.text(configuration.name), .text(hostname), .text(bootID()), .integer(Int64(pid)), .bytes(mountpoint),
+                      .integer(configuration.leaseValidity.components.seconds * 1000
+                               + configuration.leaseValidity.components.attoseconds / 1_000_000_000_000_000)])
             guard let id = rows.integer(0, 0) else { throw DatabaseError("registering the host returned no id") }
             try connection.execute("SELECT pg_advisory_lock($1::int, $2::int)",
                                    [.integer(Int64(configuration.lockKey)), .integer(id)])
@@ -49,6 +51,11 @@ public enum HostRegistration {
             throw error
         }
     }
+
+    /// SQL true when host `h` (a row of coordfs_hosts in scope) may still trust its grants: its
+    /// last proof's lease is not over, by the server's clock, with a margin for clocks that run
+    /// at slightly different rates (a tenth, and 100 ms).
+    public static let leaseRunsCondition = "h.proved_at + (h.lease_ms * 11 / 10 + 100) * interval '1 millisecond' > clock_timestamp()"
 
     /// SQL true when host `host_id` (a column in scope) of cluster key `$key` holds its liveness lock.
     public static func isAliveCondition(hostColumn: String, keyParameter: String) -> String {

@@ -12,17 +12,19 @@ import SystemPackage
 /// row and grants are left to be reaped like a dead host's, so nothing of the lost session can
 /// be mistaken for the new one's; `host` changes with it).
 ///
-/// Bounds, with the default configuration:
-/// - A host whose process dies: its socket closes, the server ends its session and its
-///   liveness lock at once; its grants go at the next heartbeat of any host (≤ 1 s) or at the
-///   next request that meets them, whichever comes first.
+/// Bounds, with the default configuration (Docs/LOCKING.md, "Across hosts"):
+/// - A host that unmounts leaves: its grants go at once.
+/// - A host whose process dies: its socket closes and the server ends its session and its
+///   liveness lock at once, but its grants go only once the lease of its last heartbeat is
+///   over (the server cannot tell a dead host from a live one whose session it ended): ≤ 4.4 s.
 /// - A host whose machine or network dies: the server ends its session after
-///   `serverSideTimeout` (8 s, keepalives and TCP_USER_TIMEOUT), then as above: ≤ 9 s.
+///   `serverSideTimeout` (8 s, keepalives and TCP_USER_TIMEOUT), then as above.
 /// - A host that cannot prove its session trusts its grants no longer than `leaseValidity`
-///   (3 s) after the last round trip that succeeded (counted from when it was sent): before
-///   the server can have ended the session and handed its grants to another host.
-/// - Lost session: reconnects at once, then every second; waits go on up to their deadline
-///   (then `.cutOff`), and every use given out before fails `stillHolds`.
+///   (3 s) after its last heartbeat was sent: the server recorded that heartbeat no earlier
+///   (`proved_at`), and reaps no session of the host before that lease (with a margin) is over.
+/// - Lost session: reconnects at once, then every second, and takes the lost session's grants
+///   out; waits go on up to their deadline (then `.cutOff`), and every use given out before
+///   fails `stillHolds`.
 ///
 /// Sendable: the shared state is behind its lock, the thread handle behind another.
 public final class ClusterSession: Sendable {

@@ -73,14 +73,25 @@ final class SessionLink {
                                           [.text(configuration.name), .integer(host.id)])).waiting
     }
 
-    /// The heartbeat's round trip: reaps dead hosts; returns how many.
+    /// Reaps dead hosts (a new session, after a lost one); returns how many.
     @discardableResult
     func reap() throws(DatabaseError) -> Int64 {
         try connection.execute("SELECT coordfs_reap($1, $2::int, $3)", Array(common.prefix(3))).integer(0, 0) ?? 0
     }
 
-    func leave() throws(DatabaseError) {
-        try connection.execute("SELECT coordfs_leave($1, $2::int, $3, $4::bigint)", common)
+    /// The heartbeat's round trip: proves the session (the only round trip that does: the
+    /// server reaps a host whose session ended once this proof's lease is over), and reaps
+    /// dead hosts; returns how many.
+    @discardableResult
+    func heartbeat() throws(DatabaseError) -> Int64 {
+        try connection.execute("SELECT coordfs_heartbeat($1, $2::int, $3, $4::bigint)", common).integer(0, 0) ?? 0
+    }
+
+    /// Takes this host's row, grants and requests out: this session's, or (`id`) those of a
+    /// session this host lost and no longer trusts (its fence grew), so that other hosts need
+    /// not wait for that session's lease to run out.
+    func leave(id: Int64? = nil) throws(DatabaseError) {
+        try connection.execute("SELECT coordfs_leave($1, $2::int, $3, $4::bigint)", Array(common.prefix(3)) + [.integer(id ?? host.id)])
     }
 
     func status() throws(DatabaseError) -> ClusterStatus {

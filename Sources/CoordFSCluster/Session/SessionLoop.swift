@@ -77,7 +77,7 @@ final class SessionLoop {
         try readNotifications(link)
         let now = ContinuousClock.now
         if now >= nextHeartbeat {
-            try link.reap()
+            try link.heartbeat()
             proved(sentAt: now)
             nextHeartbeat = now + configuration.heartbeat
             // A safety net under the wake-ups: queued waiters ask again once a heartbeat.
@@ -91,9 +91,7 @@ final class SessionLoop {
             let answer = recalled
             queueDue = false
             recalled = false
-            let sent = ContinuousClock.now
             let queued = try link.waiting()
-            proved(sentAt: sent)
             shared.state.withLock { state in
                 state.held.queued = queued
                 state.recallDue = true
@@ -132,6 +130,8 @@ final class SessionLoop {
         }
     }
 
+    /// The heartbeat came back: the session stood when it was sent (the server recorded it
+    /// no earlier, `coordfs_heartbeat`). Other round trips prove nothing the server knows of.
     private func proved(sentAt sent: ContinuousClock.Instant) {
         shared.state.withLock { state in
             if sent > state.lastProof { state.lastProof = sent }
@@ -144,9 +144,7 @@ final class SessionLoop {
             return state.withdrawals
         }
         guard !tickets.isEmpty else { return }
-        let sent = ContinuousClock.now
         try link.withdraw(tickets)
-        proved(sentAt: sent)
     }
 
     private func endExpiredWaits(_ link: SessionLink) throws(DatabaseError) {
@@ -160,11 +158,7 @@ final class SessionLoop {
         for waiter in expired {
             waiter.onOutcome(waiter.nonblocking ? .wouldBlock : .timedOut(holders: waiter.holders))
         }
-        if !tickets.isEmpty {
-            let sent = ContinuousClock.now
-            try link.withdraw(tickets)
-            proved(sentAt: sent)
-        }
+        if !tickets.isEmpty { try link.withdraw(tickets) }
     }
 
     /// Asks for every waiter not asked yet in this session, and, after a wake-up, for those
@@ -210,7 +204,6 @@ final class SessionLoop {
         shared.grantRoundTrips.add(1, ordering: .relaxed)
         let reply = try link.acquire(question.requests, tickets: question.tickets, nonblocking: question.nonblocking,
                                      recall: recall)
-        proved(sentAt: sent)
         var orphaned: [Int64] = []
         shared.state.withLock { state in
             state.held.queued = reply.waiting
@@ -258,7 +251,6 @@ final class SessionLoop {
         }
         guard let change else { return false }
         logger.debug("cluster: giving back \(change.dropped), keeping \(change.added)")
-        let sent = ContinuousClock.now
         let queued: [QueuedRequest]
         do throws(DatabaseError) {
             queued = try link.replace(dropping: change.dropped, adding: change.added)
@@ -267,7 +259,6 @@ final class SessionLoop {
             // agreement is a new session (the old one's grants are reaped with it).
             throw DatabaseError("giving back grants failed: \(error)", sqlState: error.sqlState, connectionLost: true)
         }
-        proved(sentAt: sent)
         shared.state.withLock { $0.held.queued = queued }
         return true
     }
@@ -303,8 +294,12 @@ final class SessionLoop {
         do {
             let made = try SessionLink(configuration: configuration, mountpoint: shared.mountpoint)
             link = made
-            // The lost session's row is likely dead by now: reaping it at once wakes whoever
-            // waits for its grants, sooner than the next heartbeat of any host.
+            // The lost session's grants: this host stopped trusting them when it found the
+            // session lost (the fence grew), so they go now rather than when their lease runs
+            // out, and whoever waits for them is woken (even if the server has not noticed
+            // the old connection's end yet: nothing trusts them any more).
+            let lost = shared.state.withLock { $0.host.id }
+            if lost != made.host.id { _ = try? made.leave(id: lost) }
             _ = try? made.reap()
             nextHeartbeat = .now + configuration.heartbeat
             retryDue = true
