@@ -306,7 +306,8 @@ public struct StatusReport: Sendable, Hashable, Codable {
         /// The daemon's process id on its machine.
         public var pid: Int32
         public var mountpoint: FilePath
-        /// False for a host whose session ended: its row and grants go at the next heartbeat.
+        /// False for a host whose session ended: its row and grants go once the lease of its last
+        /// heartbeat is over.
         public var alive: Bool
 
         public init(id: Int64, hostname: String, pid: Int32, mountpoint: FilePath, alive: Bool) {

@@ -97,7 +97,7 @@ struct Status: ParsableCommand {
             let state = cluster.connected ? "connected" : "cut off from its database" + (cluster.problem.map { ": \($0)" } ?? "")
             lines.append("cluster \"\(cluster.name)\": this is host \(cluster.host), \(state)")
             section(&lines, "hosts", cluster.hosts) { host in
-                "host \(host.id)\(host.id == cluster.host ? " (this one)" : "")  \(host.hostname)  pid \(host.pid)  \(host.mountpoint)\(host.alive ? "" : "  (gone: reaped at the next heartbeat)")"
+                "host \(host.id)\(host.id == cluster.host ? " (this one)" : "")  \(host.hostname)  pid \(host.pid)  \(host.mountpoint)\(host.alive ? "" : "  (gone: reaped once its lease is over)")"
             }
             section(&lines, "grants held by hosts", cluster.held) { claim in
                 "\(claim.path)  \(claim.mode)  host \(claim.host)  for \(formatDuration(claim.age))"

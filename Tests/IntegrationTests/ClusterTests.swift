@@ -173,29 +173,60 @@ import Testing
         }
     }
 
-    /// `coordfs exec --write` on one mount holds writers on another: they wait, and an
-    /// O_NONBLOCK open fails at once with EWOULDBLOCK.
+    /// `coordfs exec --write` on one mount holds writers on another: they wait, an
+    /// O_NONBLOCK open fails at once with EWOULDBLOCK, and a signal ends a wait (EINTR: the
+    /// program's handler runs) and takes its request back, so nothing is left queued.
     @Test func anExplicitClaimOnOneMountHoldsWritersOnAnother() throws {
-        try Self.withCluster(2) { _, mounts in
+        try Self.withCluster(2) { server, mounts in
             try "0".write(toFile: mounts[0].mountpoint + "/f", atomically: false, encoding: .utf8)
             let holder = try Script("holdExplicitClaim", ["f", mounts[0].root + "/go"], in: mounts[0].mountpoint)
             try mounts[0].waitForStatus("the explicit claim on /f") { $0.claims.held.contains { $0.path == "/f" } }
+            // Status on B shows both hosts, A's grant and B's request waiting for it.
+            let blocked = try Script("writeOnce", ["f", "2"], in: mounts[1].mountpoint)
+            let report = try mounts[1].waitForStatus("B's request waiting behind A") { report in
+                report.cluster?.waiting.contains { $0.path == "/f" && $0.mode == .write } == true
+            }
+            let cluster = try #require(report.cluster)
+            let hostA = try #require(cluster.hosts.first { $0.pid == mounts[0].daemonID })
+            #expect(cluster.hosts.count == 2 && cluster.hosts.allSatisfy(\.alive) && cluster.host != hostA.id, "\(cluster)")
+            // An explicit write claim is exclusive (Docs/LOCKING.md); A holds it, or a grant above it.
+            #expect(cluster.held.contains { $0.host == hostA.id && $0.mode == .exclusive && ["/", "/f"].contains($0.path.string) }, "\(cluster)")
+            #expect(cluster.waiting.allSatisfy { $0.host == cluster.host }, "\(cluster)")
+            let human = try run([coordfsBinary, "status", mounts[1].mountpoint])
+            #expect(human.output.contains("cluster \"default\": this is host \(cluster.host), connected"), "\(human)")
+            #expect(human.output.contains("hosts waiting for grants"), "\(human)")
             let output = try Self.pythonOutput("""
-                import os, errno, time
+                import os, errno, signal, time
                 try:
                     os.close(os.open('f', os.O_WRONLY | os.O_NONBLOCK))
                     print('nonblock opened')
                 except OSError as e:
                     print('nonblock', errno.errorcode[e.errno])
+                class Interrupted(Exception): pass
+                def interrupt(*_): raise Interrupted()
+                signal.signal(signal.SIGALRM, interrupt)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGALRM])  # the test runner's mask is inherited
+                signal.setitimer(signal.ITIMER_REAL, 0.5)
+                started = time.monotonic()
+                try:
+                    with open('f', 'r+') as f: f.write('x')
+                    print('opened while held')
+                except Interrupted:
+                    print('interrupted', time.monotonic() - started < 1.5)
                 started = time.monotonic()
                 open('\(mounts[0].root)/go', 'w').close()
                 with open('f', 'r+') as f: f.write('1')
                 print('waited', time.monotonic() - started >= 1.5)
                 """, in: mounts[1].mountpoint)
-            #expect(output == "nonblock EAGAIN\nwaited True\n", "\(output)")
+            #expect(output == "nonblock EAGAIN\ninterrupted True\nwaited True\n", "\(output)\nB's log:\n\(mounts[1].daemonLogSoFar)")
             let held = holder.finish()
             #expect(held.status == 0, "\(held)")
             #expect(Self.text(mounts[0].mountpoint + "/f") == "1")
+            let waited = blocked.finish()
+            #expect(waited.status == 0 && waited.output == "wrote\n", "the writer that waited on B: \(waited)")
+            // No request of B's is left in the database to hold A back.
+            let queued = try server.query("SELECT count(*) FROM coordfs_requests")
+            #expect(queued.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "requests left: \(queued)")
         }
     }
 
