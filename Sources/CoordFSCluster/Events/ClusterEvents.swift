@@ -308,7 +308,7 @@ final class EventLoop {
         if queued < ClusterEvents.insertLimit && clock.now < due { return due }
         lastFlush = clock.now
         lastFlushCount = queued
-        try flush()
+        try flush(once: true)
         return nil
     }
 
@@ -387,9 +387,12 @@ final class EventLoop {
     // MARK: Out
 
     /// Inserts what is queued, a batch per transaction, each with its NOTIFY. A batch leaves
-    /// the queue only once committed.
-    func flush() throws(DatabaseError) {
-        while true {
+    /// the queue only once committed. `once`: one batch only (what came during its round trip
+    /// waits for the next, see `flushIfDue`); otherwise until the queue is empty.
+    func flush(once: Bool = false) throws(DatabaseError) {
+        var inserted = false
+        while !(once && inserted) {
+            inserted = true
             let (batch, overflowed): ([ChangeEvent], Bool) = events.outbox.withLock { outbox in
                 (Array(outbox.events.prefix(ClusterEvents.insertLimit)), outbox.overflowed)
             }
@@ -424,33 +427,48 @@ final class EventLoop {
     }
 
     /// One statement, so one round trip: its own transaction, which takes the event lock before
-    /// the first row is made (each row joins the lock's one row, so none exists before it).
+    /// the first row is made (each row joins the lock's one row, so none exists before it). The
+    /// rows go as one array per column, so the statement's text is the same whatever their
+    /// number; they are inserted in the queue's order (cursors follow it).
     private func insert(_ batch: [ChangeEvent], resync: Bool) throws(DatabaseError) {
         guard let connection else { throw DatabaseError("not connected", connectionLost: true) }
         let host = me()
-        var values: [DatabaseValue] = [name, .integer(host.id), .text(configuration.channel), lockKey]
-        var rows: [String] = []
-        func row(_ kind: String, _ path: [UInt8], _ destination: [UInt8]?, _ isDirectory: Bool, _ size: Int64?,
-                 _ pid: Int32, _ uid: UInt32, _ process: String) {
-            let base = values.count
-            values += [.text(kind), .bytes(path), destination.map { .bytes($0) } ?? .null, .boolean(isDirectory),
-                       size.map { .integer($0) } ?? .null, .integer(Int64(pid)), .integer(Int64(uid)), .text(process)]
-            rows.append("($\(base + 1)::text, $\(base + 2)::bytea, $\(base + 3)::bytea, $\(base + 4)::boolean, $\(base + 5)::bigint, $\(base + 6)::int, $\(base + 7)::bigint, $\(base + 8)::text)")
-        }
+        var kinds: [String] = [], paths: [[UInt8]?] = [], destinations: [[UInt8]?] = [], directories: [Bool] = []
+        var sizes: [Int64?] = [], pids: [Int64?] = [], uids: [Int64?] = [], processes: [String] = []
         for event in batch {
-            row(event.kind.rawValue, event.path.bytes, event.destination?.bytes, event.isDirectory, event.size,
-                event.origin.pid, event.origin.uid, event.origin.processName)
+            kinds.append(event.kind.rawValue)
+            paths.append(event.path.bytes)
+            destinations.append(event.destination?.bytes)
+            directories.append(event.isDirectory)
+            sizes.append(event.size)
+            pids.append(Int64(event.origin.pid))
+            uids.append(Int64(event.origin.uid))
+            processes.append(event.origin.processName)
         }
-        if resync { row("resync", MountPath.root.bytes, nil, true, nil, 0, 0, host.hostname) }
+        if resync {
+            kinds.append("resync")
+            paths.append(MountPath.root.bytes)
+            destinations.append(nil)
+            directories.append(true)
+            sizes.append(nil)
+            pids.append(0)
+            uids.append(0)
+            processes.append(host.hostname)
+        }
         try connection.execute("""
             WITH locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($4::int, -1)),
             inserted AS (
                 INSERT INTO coordfs_events (cluster, host_id, kind, path, destination, is_directory, size, pid, uid, process)
-                SELECT $1, $2, v.kind, v.path, v.destination, v.is_directory, v.size, v.pid, v.uid, v.process
-                FROM locked, (VALUES \(rows.joined(separator: ", "))) AS v(kind, path, destination, is_directory, size, pid, uid, process)
+                SELECT $1, $2, v.kind, decode(v.path, 'hex'), decode(v.destination, 'hex'), v.is_directory, v.size, v.pid, v.uid, v.process
+                FROM locked, unnest($5::text[], $6::text[], $7::text[], $8::boolean[], $9::bigint[], $10::int[], $11::bigint[], $12::text[])
+                    WITH ORDINALITY AS v(kind, path, destination, is_directory, size, pid, uid, process, n)
+                ORDER BY v.n
                 RETURNING cursor)
             SELECT pg_notify($3, 'events ' || max(cursor)) FROM inserted
-            """, values)
+            """, [name, .integer(host.id), .text(configuration.channel), lockKey,
+                  .text(ArrayLiteral.texts(kinds)), .text(ArrayLiteral.hex(paths)), .text(ArrayLiteral.hex(destinations)),
+                  .text(ArrayLiteral.booleans(directories)), .text(ArrayLiteral.integers(sizes)), .text(ArrayLiteral.integers(pids)),
+                  .text(ArrayLiteral.integers(uids)), .text(ArrayLiteral.texts(processes))])
     }
 
     // MARK: In

@@ -148,22 +148,7 @@ final class SessionLink {
         return reply
     }
 
-    /// A text array literal of paths as hex (`{2f61,2f}`): only hex digits, so nothing to quote.
-    private static func hexArray(_ paths: [MountPath]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        let elements = paths.map { path in
-            var hex: [UInt8] = []
-            hex.reserveCapacity(path.bytes.count * 2)
-            for byte in path.bytes {
-                hex.append(digits[Int(byte >> 4)])
-                hex.append(digits[Int(byte & 0xf)])
-            }
-            return String(decoding: hex, as: UTF8.self)
-        }
-        return "{" + elements.joined(separator: ",") + "}"
-    }
+    private static func hexArray(_ paths: [MountPath]) -> String { ArrayLiteral.hex(paths) }
 
-    private static func array(_ numbers: [Int64]) -> String {
-        "{" + numbers.map(String.init).joined(separator: ",") + "}"
-    }
+    private static func array(_ numbers: [Int64]) -> String { ArrayLiteral.integers(numbers) }
 }
