@@ -279,24 +279,22 @@ public final class NodeTable: Sendable {
     /// find out: most removed files are never asked about again, so a removal costs no stat.
     @discardableResult
     public func removedName(_ name: FileName, in parent: Node) -> Node? {
-        state.withLock { state in
-            guard let node = state.byName[NameKey(parent: parent.id, name: name)] else { return nil }
-            state.unname(node)
-            node.nameChanges &+= 1
-            node.linksUnknown.store(true, ordering: .relaxed)
-            return node
-        }
+        removeName(name, in: parent, behindTheMount: false)
     }
 
     /// Like `removedName`, for a name that went away behind the mount: the node remembers it
     /// (`formerPath(of:)`).
     @discardableResult
     public func removedNameBehind(_ name: FileName, in parent: Node) -> Node? {
+        removeName(name, in: parent, behindTheMount: true)
+    }
+
+    private func removeName(_ name: FileName, in parent: Node, behindTheMount: Bool) -> Node? {
         state.withLock { state in
             guard let node = state.byName[NameKey(parent: parent.id, name: name)] else { return nil }
             state.unname(node)
             node.nameChanges &+= 1
-            node.lostNameBehind = true
+            if behindTheMount { node.lostNameBehind = true }
             node.linksUnknown.store(true, ordering: .relaxed)
             return node
         }

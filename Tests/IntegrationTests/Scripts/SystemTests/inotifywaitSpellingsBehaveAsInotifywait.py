@@ -39,6 +39,12 @@ CASES = [
     ['-r', '-e', 'close_write', '--format', '%w%f', '--excludei', r'\.TMP$'],
 ]
 
+def collapsed(lines):
+    """Lines with runs of one line made one: inotify merges an event with the same one queued
+    right before it only while nobody has read that one yet, so whether a truncating open
+    and its write show as one MODIFY or two depends on when inotifywait reads."""
+    return [line for index, line in enumerate(lines) if index == 0 or lines[index - 1] != line]
+
 def run(tool, directory, arguments):
     """Starts the watcher, makes the changes, stops it (SIGTERM: the test runner may start us
     with SIGINT ignored, which children inherit) and returns its lines; never leaves it running."""
@@ -68,7 +74,7 @@ with Scratch() as s:
             expected, _ = run(['inotifywait', '-m', '-q'], os.path.join(plain, str(number)), arguments)
             got, said = run([BINARY, 'watch', '-m', '-q'], os.path.join(s.mountpoint, str(number)), arguments)
             print(' '.join(arguments), '->', expected)
-            if got != expected:
+            if collapsed(got) != collapsed(expected):
                 different.append(f"{' '.join(arguments)}: inotifywait {expected}, coordfs watch {got} {said}")
         assert not different, 'differs from inotifywait:\n' + '\n'.join(different)
         print(f'{len(CASES)} cases as inotifywait')
