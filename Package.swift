@@ -20,7 +20,10 @@ let package = Package(
     name: "coordfs",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "coordfs", targets: ["coordfs"]),
+        // `coordfs` is the launcher: `exec` starts fast, everything else goes to `coordfs-full`
+        // beside it (Sources/CoordFSLauncher says why). Both are installed together.
+        .executable(name: "coordfs", targets: ["CoordFSLauncher"]),
+        .executable(name: "coordfs-full", targets: ["coordfs"]),
         .library(name: "CoordFSClient", targets: ["CoordFSClient"]),
     ],
     dependencies: [
@@ -90,10 +93,28 @@ let package = Package(
             dependencies: ["CoordFSProtocol", "CSystemCalls", systemPackage, nioCore, nioPosix, deque],
             swiftSettings: swiftSettings
         ),
+        // What a short command needs without the daemon: `exec`'s request and its run, the
+        // child process, exact arguments, one-line messages. Shared by both executables.
+        .target(
+            name: "CoordFSExec",
+            dependencies: ["CoordFSClient", argumentParser, systemPackage],
+            swiftSettings: swiftSettings
+        ),
+        // The `coordfs` program people run: `exec` itself, the rest handed to coordfs-full.
+        // Release builds link everything in, the C library too: no dynamic loader, no
+        // relocations, so a whole `exec` costs little more than flock(1) (Docs/PERFORMANCE.md).
+        .executableTarget(
+            name: "CoordFSLauncher",
+            dependencies: ["CoordFSExec"],
+            swiftSettings: swiftSettings,
+            linkerSettings: [.unsafeFlags(["-static-executable", "-l_FoundationCShims", "-l_FoundationCollections"],
+                                          .when(configuration: .release))]
+        ),
+        // coordfs-full: every command (mount and the daemon, unmount, watch, exec, status).
         .executableTarget(
             name: "coordfs",
             dependencies: ["CoordFSFuse", "CoordFSCore", "CoordFSServer", "CoordFSClient", "CoordFSProtocol", "CoordFSMetrics", "CoordFSCluster",
-                           argumentParser, logging, systemPackage],
+                           "CoordFSExec", argumentParser, logging, systemPackage],
             swiftSettings: swiftSettings,
             // Release builds start faster (a short command such as `coordfs exec` is mostly its
             // start: Docs/PERFORMANCE.md): the Swift runtime and libraries linked in, so the
@@ -136,7 +157,7 @@ let package = Package(
         // The command line's own logic, run in-process (no mount).
         .testTarget(
             name: "CoordFSCommandTests",
-            dependencies: ["coordfs", argumentParser],
+            dependencies: ["coordfs", "CoordFSExec", argumentParser],
             swiftSettings: swiftSettings
         ),
         // The --metrics address rules and the HTTP endpoint, without a mount.

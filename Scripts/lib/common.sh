@@ -27,10 +27,10 @@ install_build_dependencies() {
     install_missing_packages libfuse3-dev fuse3 pkg-config libpq5
 }
 
-# Builds coordfs (debug unless $1 is "release") and prints the binary's path.
+# Builds coordfs and coordfs-full beside it (debug unless $1 is "release") and prints coordfs's path.
 build_coordfs() {
     local configuration="${1:-debug}"
-    (cd "$COORDFS_ROOT" && swift build -c "$configuration" --product coordfs >&2)
+    (cd "$COORDFS_ROOT" && swift build -c "$configuration" --product coordfs-full >&2 && swift build -c "$configuration" --product coordfs >&2)
     printf '%s\n' "$COORDFS_ROOT/.build/$configuration/coordfs"
 }
 

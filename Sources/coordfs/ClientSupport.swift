@@ -1,5 +1,6 @@
 import ArgumentParser
 import CoordFSClient
+import CoordFSExec
 import Dispatch
 import Glibc
 import Synchronization
@@ -91,25 +92,4 @@ func emit(_ line: OutputLine) {
 
 func emit(_ text: String) {
     emit(OutputLine(bytes: Array(text.utf8)))
-}
-
-extension CoordFSError {
-    /// The error as the one line the command prints.
-    var commandLineMessage: String { description }
-}
-
-/// "850ms", "2.3s", "3m12s", "2h03m".
-func formatDuration(_ seconds: Double) -> String {
-    if seconds < 1 { return "\(Int((seconds * 1000).rounded()))ms" }
-    if seconds < 60 { return "\((seconds * 10).rounded() / 10)s" }
-    let whole = Int(seconds)
-    if whole < 3600 { return "\(whole / 60)m\(String(format2: whole % 60))s" }
-    return "\(whole / 3600)h\(String(format2: (whole % 3600) / 60))m"
-}
-
-extension String {
-    /// Two digits, zero-padded.
-    init(format2 value: Int) {
-        self = value < 10 ? "0\(value)" : "\(value)"
-    }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CoordFSExec
 import Glibc
 
 @main

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CoordFSExec
 import Glibc
 
 /// Running a mount in the background: the command re-executes itself with --foreground as a

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CoordFSCluster
 import CoordFSCore
+import CoordFSExec
 import CoordFSFuse
 import CoordFSMetrics
 import CoordFSProtocol
@@ -345,16 +346,3 @@ struct Mount: ParsableCommand {
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
 
-/// Prints "coordfs: message" on standard error.
-func printError(_ message: String) {
-    let line = "coordfs: \(message)\n"
-    _ = line.withCString { write(2, $0, strlen($0)) }
-}
-
-extension CleanExit {
-    /// Ends the command with a one-line message and status 1, without a usage dump.
-    static func failure(_ message: String) -> ExitCode {
-        printError(message)
-        return .failure
-    }
-}

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CoordFSExec
 import Glibc
 
 /// The command lines mount(8) runs, turned into `coordfs mount`'s own.

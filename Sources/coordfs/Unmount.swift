@@ -1,5 +1,6 @@
 import ArgumentParser
 import CoordFSCore
+import CoordFSExec
 import Glibc
 
 struct Unmount: ParsableCommand {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CoordFSClient
+import CoordFSExec
 import Glibc
 import Synchronization
 

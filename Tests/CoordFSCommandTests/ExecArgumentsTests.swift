@@ -1,4 +1,5 @@
 import ArgumentParser
+import CoordFSExec
 @testable import coordfs
 import Testing
 

@@ -1,5 +1,5 @@
 # Scripts/install into a temporary prefix (with the binary under test, not a new release
-# build) puts the program, the mount helper, the units, a manual page per subcommand and the
+# build) puts the program (the launcher and coordfs-full beside it), the mount helper, the units, a manual page per subcommand and the
 # bash, zsh and fish completions in place, each usable; --uninstall then leaves the prefix
 # exactly as it found it (empty), and a second --uninstall says there is nothing to remove.
 import os, subprocess, tempfile, shutil
@@ -20,7 +20,7 @@ try:
     assert result.returncode == 0, result
     found = sorted(os.path.relpath(os.path.join(d, f), prefix) for d, _, files in os.walk(prefix) for f in files)
     print('installed:', ' '.join(found))
-    for expected in ['bin/coordfs', 'sbin/mount.coordfs', 'lib/systemd/system/coordfs@.service',
+    for expected in ['bin/coordfs', 'bin/coordfs-full', 'sbin/mount.coordfs', 'lib/systemd/system/coordfs@.service',
                      'share/doc/coordfs/srv-data.mount', 'share/man/man1/coordfs.1', 'share/man/man1/coordfs.mount.1',
                      'share/man/man1/coordfs.exec.1', 'share/man/man1/coordfs.watch.1',
                      'share/bash-completion/completions/coordfs', 'share/zsh/site-functions/_coordfs',
@@ -30,6 +30,15 @@ try:
     program = os.path.join(prefix, 'bin', 'coordfs')
     assert subprocess.run([program, '--version'], capture_output=True, text=True).stdout.strip() == '0.1.0'
     assert os.path.realpath(os.path.join(prefix, 'sbin', 'mount.coordfs')) == os.path.realpath(program)
+    # The launcher alone, without coordfs-full beside it, says what is missing in one line.
+    alone = tempfile.mkdtemp(prefix='coordfs-alone-')
+    try:
+        shutil.copy(program, alone)
+        result = subprocess.run([os.path.join(alone, 'coordfs'), '--version'], capture_output=True, text=True)
+        assert result.returncode == 127 and result.stderr.count('\n') == 1, result
+        assert result.stderr.startswith(f'coordfs: cannot run {alone}/coordfs-full: No such file or directory'), result
+    finally:
+        shutil.rmtree(alone, ignore_errors=True)
     unit = open(os.path.join(prefix, 'lib/systemd/system/coordfs@.service')).read()
     assert f'ExecStart={program} mount ' in unit, unit
     page = open(os.path.join(prefix, 'share/man/man1/coordfs.mount.1')).read()

@@ -1,4 +1,3 @@
-import CoordFSCore
 import Glibc
 import SystemPackage
 
@@ -7,8 +6,8 @@ import SystemPackage
 /// posix_spawn, not fork: the Swift runtime's threads never see a forked copy of themselves.
 /// Not swift-subprocess: it closes every descriptor above 2 in the child, and the daemon is
 /// handed its ready pipe as descriptor 3.
-struct ChildProcess {
-    let pid: pid_t
+public struct ChildProcess: Sendable {
+    public let pid: pid_t
 
     /// Starts `arguments`, bytes as the kernel takes them (UTF-8 or not).
     ///
@@ -19,7 +18,7 @@ struct ChildProcess {
     ///   - defaultSignals: when given, these signals start at their default disposition in the
     ///     child and its signal mask starts empty, whatever this process ignores or blocks;
     ///     nil leaves the child both as this process has them.
-    static func spawn(_ arguments: [[UInt8]], executable: String? = nil, descriptors: [(Int32, as: Int32)] = [],
+    public static func spawn(_ arguments: [[UInt8]], executable: String? = nil, descriptors: [(Int32, as: Int32)] = [],
                       defaultSignals: [Int32]? = nil) throws(Errno) -> ChildProcess {
         precondition(!arguments.isEmpty, "a child process needs a program to run")
         var actions = posix_spawn_file_actions_t()
@@ -61,12 +60,12 @@ struct ChildProcess {
     }
 
     /// How a child ended.
-    enum Termination: Equatable {
+    public enum Termination: Equatable, Sendable {
         case exited(Int32)
         case killed(bySignal: Int32)
 
         /// As a shell reports it: the exit status, or 128 + the signal.
-        var shellStatus: Int32 {
+        public var shellStatus: Int32 {
             switch self {
             case .exited(let status): status
             case .killed(let signal): 128 + signal
@@ -75,10 +74,10 @@ struct ChildProcess {
     }
 
     /// Waits for the child to end.
-    func wait() throws(Errno) -> Termination {
+    public func wait() throws(Errno) -> Termination {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 {
-            let error = Errno.current
+            let error = Errno(rawValue: Glibc.errno)
             if error != .interrupted { throw error }
         }
         // WIFEXITED / WEXITSTATUS / WTERMSIG, which Swift's Glibc module does not export.
