@@ -54,6 +54,12 @@ public final class FileSystem: Sendable {
     nonisolated(unsafe) var watcher: BackingWatcher?
     /// The cluster's events (`--cluster`), nil without one. Set once before the mount serves.
     public nonisolated(unsafe) var clusterEvents: ClusterEventLink?
+    /// With `--cluster`: held while one of this host's events gets its sequence in the hub and
+    /// its place in the cluster's queue, so other hosts hear them in this host's order even
+    /// when two workers publish at once (an in-place file's `changed` at its release and an
+    /// unlink, say). Takes the event hub's lock, then the cluster queue's, one after the other
+    /// (Docs/LOCKING.md); guards nothing of its own.
+    let clusterPublishing = Mutex(())
     /// Requests counted and timed per operation; nil unless `options.measuresRequests`.
     let requestMetrics: RequestMetrics?
     /// How the backing is watched; nil when it is not.
@@ -122,10 +128,15 @@ public final class FileSystem: Sendable {
     /// `lookUp` with the name both as the kernel's C string and as the node table keeps it.
     private func lookUp(_ parent: Node, _ name: UnsafePointer<CChar>, _ fileName: FileName) throws(Errno) -> fuse_entry_param {
         let status = try Syscall.stat(at: parent.directory, name)
-        // With other hosts, the node known by the name follows it to the file another host
-        // committed there (FollowingNames.swift), rather than a second node standing for it.
-        if authority.hosts != nil, let known = nodes.node(named: fileName, in: parent), known.identity != FileIdentity(status) {
-            _ = followReplacement(of: known, in: parent, named: fileName, found: status)
+        if let known = nodes.node(named: fileName, in: parent), known.identity != FileIdentity(status) {
+            // Another file under a known name: replaced behind the mount, and the lookup came
+            // before the watch's report. With other hosts, the node known by the name follows
+            // it to the file another host committed there (FollowingNames.swift), rather than a
+            // second node standing for it. Otherwise the name is the node's no more, as the
+            // report would have it: an open through the kernel's old entry must not take it
+            // for the file's name (Operations+Open.swift, `formerName`).
+            let followed = authority.hosts != nil && followReplacement(of: known, in: parent, named: fileName, found: status)
+            if !followed { nodes.removedNameBehind(fileName, in: parent) }
         }
         if let existing = nodes.lookUpExisting(FileIdentity(status), parent: parent, name: fileName) {
             return entry(existing, status)

@@ -38,7 +38,7 @@ struct NamedPath: Sendable {
     }
 
     /// A node whose name went away behind the mount while the kernel may still reach it by
-    /// that name (`NodeTable.formerPath(of:)`): the open is about the name, and claims it.
+    /// that name (`NodeTable.formerName(of:)`): the open is about the name, and claims it.
     init(_ node: Node, formerPath: MountPath) {
         anchor = .node(node)
         resolved = formerPath

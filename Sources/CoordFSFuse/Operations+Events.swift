@@ -29,10 +29,15 @@ extension FileSystem {
 
     /// `publish` with the origin in full: also for changes made behind the mount.
     func publish(_ kind: ChangeKind, path: MountPath, destination: MountPath? = nil, isDirectory: Bool, origin: EventOrigin, size: Int64?) {
-        let event = events.publish(kind, path: path, destination: destination, isDirectory: isDirectory, origin: origin, size: size)
         // Only this host's own commits go to the cluster: a change seen behind the mount, or
         // applied from another host, is the backing's or that host's to tell.
-        if let cluster = clusterEvents, !origin.isOutside, origin.host == nil { cluster.publish(event) }
+        if let cluster = clusterEvents, !origin.isOutside, origin.host == nil {
+            clusterPublishing.withLock { _ in
+                cluster.publish(events.publish(kind, path: path, destination: destination, isDirectory: isDirectory, origin: origin, size: size))
+            }
+        } else {
+            events.publish(kind, path: path, destination: destination, isDirectory: isDirectory, origin: origin, size: size)
+        }
         guard !presenters.isEmpty else { return }
         // Another host's pid names no process here: every presenter is told.
         let maker = origin.host == nil ? origin.pid : 0

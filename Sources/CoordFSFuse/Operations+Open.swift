@@ -35,11 +35,22 @@ extension FileSystem {
         // A kernel entry that outlived the name (a change behind the mount or another host's
         // commit replaced the file, and the kernel has not dropped the entry yet) still
         // names the file: the open claims the name and then follows it
-        // (`checkNotReplacedElsewhere`), never writes the replaced file unclaimed.
-        // (A file deleted behind the mount has no name to follow: it is opened as before.)
-        if item != nil, item?.resolved == nil, let former = nodes.formerPath(of: node),
-           let now = backingStatus(of: former), now.st_mode & S_IFMT == S_IFREG {
-            item = NamedPath(node, formerPath: former)
+        // (`checkNotReplacedElsewhere`), never writes the replaced file unclaimed. When a
+        // lookup has found the new file already (another node is known by the name), an open
+        // for writing fails with ESTALE, on which the kernel looks the name up again and
+        // opens that node: its writes would be lost in the replaced file (a read of it is
+        // left to read the old version, as on a plain disk). (A file deleted behind the mount
+        // has no name to follow: it is opened as before.)
+        if item != nil, item?.resolved == nil, let former = nodes.formerName(of: node) {
+            switch former {
+            case .free(let path):
+                if let now = backingStatus(of: path), now.st_mode & S_IFMT == S_IFREG { item = NamedPath(node, formerPath: path) }
+            case .taken(let directory, let name) where opensForChange(flags):
+                notifier?.invalidateEntry(directory: directory.id, name: name)
+                return reply(request, error: .staleNFSFileHandle)
+            case .taken:
+                break
+            }
         }
         guard let item, let path = item.resolved else {
             // Special files, and files reachable only through an open descriptor: no one else can

@@ -1,5 +1,6 @@
 import CoordFSCluster
 import CoordFSTestSupport
+import Foundation
 import Glibc
 import Testing
 
@@ -38,6 +39,32 @@ struct DatabaseConnectionTests {
         #expect(try connection.execute("SELECT 1").integer(0, 0) == 1)
         #expect(throws: DatabaseError.self) {
             try DatabaseConnection(conninfo: server.conninfo(database: "no_such_database"))
+        }
+    }
+
+    /// A session the server ends in the middle of a statement (57P01, as at a fast shutdown or a
+    /// restart) is a lost connection, not a statement refused: the events module sends again
+    /// what such a statement carried, where it drops what the server refuses.
+    @Test func aSessionEndedDuringAStatementIsALostConnection() throws {
+        let victim = try DatabaseConnection(conninfo: server.conninfo())
+        let conninfo = server.conninfo()
+        let victimPID = victim.serverPID
+        let ender = Thread {
+            guard let killer = try? DatabaseConnection(conninfo: conninfo) else { return }
+            for _ in 0..<200 {
+                let active = (try? killer.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = $1::int AND state = 'active'",
+                                                   [.integer(Int64(victimPID))]).integer(0, 0)) ?? 0
+                if active > 0 { break }
+                usleep(10_000)
+            }
+            _ = try? killer.execute("SELECT pg_terminate_backend($1::int)", [.integer(Int64(victimPID))])
+        }
+        ender.start()
+        #expect {
+            try victim.execute("SELECT pg_sleep(10)")
+        } throws: { error in
+            let error = error as? DatabaseError
+            return error?.connectionLost == true
         }
     }
 

@@ -51,17 +51,36 @@ private final class WakeCounter: Sendable {
         let busySubscription = hub.subscribe(to: .root, recursive: true, onReady: busy.callback)
         publish(hub, .created, "/a")
         hub.resynchronizeAll()
-        publish(hub, .changed, "/a") // dropped into the marker until the consumer catches up
+        publish(hub, .changed, "/a") // queued behind the marker: nothing is dropped but for a full queue
         #expect(idle.value == 1)
-        let drained = drainAll(busySubscription)
-        #expect(drained.events.map(\.sequence) == [1])
-        #expect(drained.overflow == EventOverflow(firstDropped: 2, lastDropped: 2, dropped: 1, backingLost: true))
+        let upToTheMarker = busySubscription.next()
+        #expect(upToTheMarker.events.map(\.sequence) == [1])
+        #expect(upToTheMarker.overflow == EventOverflow(firstDropped: 2, lastDropped: 1, dropped: 0, backingLost: true))
+        #expect(upToTheMarker.hasMore)
+        let afterIt = busySubscription.next()
+        #expect(afterIt.events.map(\.sequence) == [2] && afterIt.overflow == nil && !afterIt.hasMore)
         let quiet = drainAll(idleSubscription)
         #expect(quiet.events.isEmpty)
         #expect(quiet.overflow?.backingLost == true && quiet.overflow?.dropped == 0)
         publish(hub, .deleted, "/a")
         #expect(drainAll(busySubscription).events.map(\.kind) == [.deleted])
         #expect(hub.statistics().overflows >= 1)
+    }
+
+    /// A backing marker keeps its place while events queue behind it; once the queue is full,
+    /// the marker moves to the end and counts what is dropped, as any overflow does.
+    @Test func aBackingMarkerKeepsItsPlaceUntilTheQueueOverflows() {
+        let hub = EventHub(queueCapacity: 4)
+        let subscription = hub.subscribe(to: .root, recursive: true) {}
+        publish(hub, .created, "/a")
+        hub.resynchronizeAll()
+        for _ in 0..<5 { publish(hub, .changed, "/a") } // 3 fit behind the marker, 2 are dropped
+        let first = subscription.next()
+        #expect(first.events.map(\.sequence) == [1, 2, 3, 4])
+        #expect(first.overflow == EventOverflow(firstDropped: 5, lastDropped: 6, dropped: 2, backingLost: true))
+        #expect(!first.hasMore)
+        publish(hub, .deleted, "/a")
+        #expect(drainAll(subscription).events.map(\.sequence) == [7])
     }
 
     @Test func nonRecursiveDirectorySeesItselfAndItsEntriesOnly() {

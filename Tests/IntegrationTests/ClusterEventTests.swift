@@ -17,6 +17,9 @@ import Testing
         let mountpoint: String
         private let process: Process
         private let errors = Pipe()
+        /// Reads the daemon's standard error all along: a pipe nobody reads fills up, and a
+        /// daemon whose log write blocks stalls (its events with it).
+        private let log = ErrorCollector()
 
         init(backing: String, mountpoint: String, conninfo: String) throws {
             self.mountpoint = mountpoint
@@ -27,12 +30,12 @@ import Testing
             process.standardError = errors
             process.standardOutput = FileHandle.nullDevice
             process.standardInput = FileHandle.nullDevice
-            try process.run()
+            try withChildSignalUnblocked { try process.run() }
+            log.collect(from: errors)
             let deadline = Date().addingTimeInterval(15)
             while !isMounted(mountpoint) {
                 guard process.isRunning else {
-                    let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                    throw MountError(message: "coordfs exited before mounting: \(message)")
+                    throw MountError(message: "coordfs exited before mounting: \(log.finished())")
                 }
                 guard Date() < deadline else { throw MountError(message: "the mount did not appear within 15 s") }
                 usleep(10_000)
@@ -40,6 +43,9 @@ import Testing
         }
 
         var pid: Int32 { process.processIdentifier }
+
+        /// The last lines the daemon logged, for a failing test's message.
+        var logTail: String { log.soFar().split(separator: "\n").suffix(40).joined(separator: "\n") }
         private var killed = false
 
         /// kill -9, then the dead mount's leftover taken away.
@@ -249,12 +255,25 @@ import Testing
             let expected = committed
             #expect(committed.count >= 150, "\(committed.count) of 200 saves committed")
             var fromA: Set<String> = []
+            var heard: [String] = []
             let deadline = ContinuousClock.now + .seconds(30)
             while !expected.isSubset(of: fromA), ContinuousClock.now < deadline {
                 guard let push = try? onB.nextPush(timeout: .seconds(5)) else { continue }
-                if let seen = Seen(push), seen.kind == "created", seen.host == Self.hostname { fromA.insert(seen.path) }
+                if let seen = Seen(push) {
+                    heard.append(seen.description)
+                    if seen.kind == "created", seen.host == Self.hostname { fromA.insert(seen.path) }
+                } else {
+                    heard.append("\(push)")
+                }
             }
-            #expect(expected.subtracting(fromA).isEmpty, "missing at B: \(expected.subtracting(fromA).sorted())")
+            let missing = expected.subtracting(fromA)
+            #expect(missing.isEmpty, """
+                missing at B: \(missing.sorted())
+                B heard of them: \(heard.filter { line in missing.contains { line.contains($0 + " ") || line.hasSuffix($0) } })
+                B heard besides events: \(heard.filter { !$0.contains("/s/") }.prefix(20))
+                A's log: \(a.logTail)
+                B's log: \(b.logTail)
+                """)
         }
     }
 

@@ -181,7 +181,10 @@ final class Scratch {
         let deadline = Date().addingTimeInterval(15)
         while process.isRunning && Date() < deadline { usleep(10_000) }
         if process.isRunning {
-            Issue.record("the daemon did not exit after unmount", sourceLocation: sourceLocation)
+            Issue.record("""
+                the daemon did not exit after unmount; its threads: \(threadStates(of: process.processIdentifier))
+                its log so far: \(daemonErrorText.soFar().split(separator: "\n").suffix(30).joined(separator: "\n"))
+                """, sourceLocation: sourceLocation)
             process.terminate()
         }
         if isMounted(mountpoint) {
@@ -318,4 +321,19 @@ extension Scratch {
 struct FactNeverShowed: Error, CustomStringConvertible {
     let message: String
     var description: String { message }
+}
+
+/// Each thread of `pid` with its name, state and where the kernel has it waiting (as root, its
+/// kernel stack's top frames): what a daemon that does not exit is stuck in.
+func threadStates(of pid: Int32) -> String {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+    return tasks.sorted().map { task in
+        let directory = "/proc/\(pid)/task/\(task)/"
+        func read(_ name: String) -> String {
+            ((try? String(contentsOfFile: directory + name, encoding: .utf8)) ?? "?").trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let state = read("stat").split(separator: " ").dropFirst(2).first.map(String.init) ?? "?"
+        let stack = read("stack").split(separator: "\n").prefix(4).joined(separator: " < ")
+        return "\n  \(task) \(read("comm")) \(state) wchan=\(read("wchan")) \(stack)"
+    }.joined()
 }

@@ -83,14 +83,24 @@ import Testing
             _ = write(fd, "x", 1)
             close(fd)
         }
-        let after = try Self.scrape(port)
-        func grew(_ series: String) -> Double { after[series] - before[series] }
-        #expect(grew(#"coordfs_fuse_requests_total{operation="create"}"#) >= Double(count))
-        #expect(grew(#"coordfs_fuse_request_duration_seconds_count{operation="create"}"#) >= Double(count))
-        #expect(grew(#"coordfs_fuse_requests_total{operation="release"}"#) >= Double(count))
-        #expect(grew(#"coordfs_saves_total{result="committed"}"#) >= Double(count))
-        #expect(grew("coordfs_events_published_total") >= Double(count))
-        #expect(grew(#"coordfs_claims_total{result="granted"}"#) >= Double(count))
+        // A request is counted once answered, and the kernel sends a file's RELEASE after
+        // close(2) has returned: scraped until every series has counted all the work (or 10 s
+        // went by, and the checks below fail).
+        let grown = [#"coordfs_fuse_requests_total{operation="create"}"#,
+                     #"coordfs_fuse_request_duration_seconds_count{operation="create"}"#,
+                     #"coordfs_fuse_requests_total{operation="release"}"#,
+                     #"coordfs_saves_total{result="committed"}"#,
+                     "coordfs_events_published_total",
+                     #"coordfs_claims_total{result="granted"}"#]
+        var after = try Self.scrape(port)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while grown.contains(where: { after[$0] - before[$0] < Double(count) }), ContinuousClock.now < deadline {
+            usleep(20_000)
+            after = try Self.scrape(port)
+        }
+        for series in grown {
+            #expect(after[series] - before[series] >= Double(count), "\(series)")
+        }
         #expect(after["coordfs_nodes"] >= Double(count))
 
         // A wait: the holder lets go after 0.6 s, well within the 1 s claim timeout.

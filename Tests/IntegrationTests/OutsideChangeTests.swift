@@ -66,6 +66,18 @@ import Testing
         #expect(output.hasSuffix("ok \(change.rawValue)\n"), "\(output)", sourceLocation: sourceLocation)
     }
 
+    /// A write through the kernel's entry of a file replaced behind the mount is never lost in
+    /// the replaced file: it fails with ESTALE while another node stands for the new file (the
+    /// kernel looks a path up again by itself), or the old node follows the name to the new
+    /// file and the write lands there.
+    @Test func aWriterThroughAReplacedFilesEntryIsSentToTheNewFile() throws {
+        let output = try Self.prepareMountAndCheck("aWriterThroughAReplacedFilesEntryIsSentToTheNewFile")
+        let lines = output.split(separator: "\n").map(String.init)
+        #expect(lines.count == 3, "\(output)")
+        #expect(["write through the old entry: ESTALE", "write through the old entry: reached f"].contains(lines.first ?? ""), "\(output)")
+        #expect(lines.dropFirst().first == "f: b'EW' backing: b'EW'" && lines.last == "ok", "\(output)")
+    }
+
     // MARK: Tools that change many files
 
     /// `git checkout` of another branch in the backing while files are open through the mount:

@@ -16,6 +16,18 @@ public struct DatabaseError: Error, CustomStringConvertible, Sendable {
         self.connectionLost = connectionLost
     }
 
+    /// Whether an error with this SQLSTATE ends the session, whatever libpq's connection
+    /// status says yet: a connection exception (class 08), or the server ending the session
+    /// (57P01 an administrator's command or a fast shutdown, 57P02 a crash, 57P03 a server
+    /// that cannot take connections now, 57P05 an idle session's timeout). libpq returns such
+    /// a FATAL error as the statement's result and may still call the connection good until it
+    /// reads the end of it; taken for a refusal of the statement, a batch of events would be
+    /// dropped rather than sent again once the session is back.
+    static func endsSession(sqlState: String?) -> Bool {
+        guard let sqlState else { return false }
+        return sqlState.hasPrefix("08") || sqlState.hasPrefix("57P")
+    }
+
     public var description: String {
         message.trimmingCharacters(in: " \n")
     }
@@ -172,7 +184,8 @@ public final class DatabaseConnection {
         let status = cpq_result_status(result)
         guard status == Int32(CPQ_PGRES_COMMAND_OK) || status == Int32(CPQ_PGRES_TUPLES_OK) else {
             let state = cpq_result_error_field(result, Int32(CPQ_PG_DIAG_SQLSTATE)).map { String(cString: $0) }
-            throw DatabaseError(String(cString: cpq_result_error_message(result)), sqlState: state, connectionLost: !isOpen)
+            throw DatabaseError(String(cString: cpq_result_error_message(result)), sqlState: state,
+                                connectionLost: !isOpen || DatabaseError.endsSession(sqlState: state))
         }
         let rowCount = Int(cpq_ntuples(result))
         let columnCount = Int(cpq_nfields(result))

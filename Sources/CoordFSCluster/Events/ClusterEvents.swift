@@ -560,8 +560,10 @@ final class EventLoop {
             }
         }
         // Alive at the last look and gone now: died and reaped already, or left cleanly (its
-        // `left` row, checked below, tells).
-        for (id, hostname) in alive where nowAlive[id] == nil && !dead.contains(where: { $0.id == id }) {
+        // `left` row, checked below, tells). Not this host's own new registration, seen at the
+        // last look before this thread learned the id was its own (it is left out of the query
+        // now): announcing it would send every host a needless resync.
+        for (id, hostname) in alive where nowAlive[id] == nil && !ownIDs.contains(id) && !dead.contains(where: { $0.id == id }) {
             dead.append(EventHost(id: id, name: hostname))
         }
         alive = nowAlive

@@ -200,6 +200,7 @@ public final class EventHub: Sendable {
             state.subscriptions.removeAll { $0 === subscription }
             subscription.queue = []
             subscription.overflow = nil
+            subscription.eventsBeforeOverflow = 0
             subscription.isCancelled = true
         }
     }
@@ -254,7 +255,12 @@ public final class EventSubscription: @unchecked Sendable {
     /// Events waiting for the consumer, oldest first: appended by publishers, taken from the front.
     fileprivate var queue = Deque<ChangeEvent>()
     fileprivate var limit: Int
+    /// The marker the consumer gets once it has taken the `eventsBeforeOverflow` queued events
+    /// ahead of it. A marker that only says the backing lost changes (nothing dropped here)
+    /// keeps its place: later events queue behind it. Once an event is dropped, it moves to the
+    /// end and further events are dropped until the consumer has read up to it.
     fileprivate var overflow: EventOverflow?
+    fileprivate var eventsBeforeOverflow = 0
     /// True while the consumer has taken everything and waits to be told of more.
     fileprivate var idle = false
     fileprivate var isCancelled = false
@@ -289,15 +295,18 @@ public final class EventSubscription: @unchecked Sendable {
             filterPath = MountPath(components: destination.components + filterPath.components.dropFirst(event.path.components.count))
         }
         guard matched else { return .notMatched }
-        if overflow != nil {
+        if let marker = overflow, marker.dropped > 0 {
             overflow!.lastDropped = event.sequence
             overflow!.dropped += 1
             dropped += 1
             return .dropped(firstDrop: false)
         }
         if queue.count >= (limitOverride ?? limit) {
-            overflow = EventOverflow(firstDropped: event.sequence, lastDropped: event.sequence, dropped: 1)
-            overflows += 1
+            // A pending backing marker (nothing dropped yet) joins this one at the end.
+            let backingLost = overflow?.backingLost ?? false
+            if overflow == nil { overflows += 1 }
+            overflow = EventOverflow(firstDropped: event.sequence, lastDropped: event.sequence, dropped: 1, backingLost: backingLost)
+            eventsBeforeOverflow = queue.count
             dropped += 1
             return .dropped(firstDrop: true)
         }
@@ -323,6 +332,7 @@ public final class EventSubscription: @unchecked Sendable {
     fileprivate func markBackingLost(after sequence: UInt64) -> Bool {
         if overflow == nil {
             overflow = EventOverflow(firstDropped: sequence + 1, lastDropped: sequence, dropped: 0)
+            eventsBeforeOverflow = queue.count
             overflows += 1
         }
         overflow!.backingLost = true
@@ -336,20 +346,27 @@ public final class EventSubscription: @unchecked Sendable {
     public func next(upTo maximum: Int = .max) -> EventBatch {
         hub.state.withLock { _ in
             var batch = EventBatch(events: [], overflow: nil, hasMore: false)
-            if maximum >= queue.count {
+            // Up to the marker, if there is one: it goes after the events queued before it.
+            let taking = min(maximum, overflow == nil ? queue.count : eventsBeforeOverflow)
+            if taking == queue.count {
                 swap(&batch.events, &queue)
             } else {
-                batch.events = Deque(queue.prefix(maximum))
-                queue.removeFirst(maximum)
+                batch.events = Deque(queue.prefix(taking))
+                queue.removeFirst(taking)
             }
             delivered += UInt64(batch.events.count)
+            if overflow != nil {
+                eventsBeforeOverflow -= taking
+                if eventsBeforeOverflow == 0 {
+                    batch.overflow = overflow
+                    overflow = nil
+                }
+            }
             if queue.isEmpty {
-                batch.overflow = overflow
-                overflow = nil
                 limit = capacity
                 idle = !isCancelled
             }
-            batch.hasMore = !queue.isEmpty
+            batch.hasMore = !queue.isEmpty || overflow != nil
             return batch
         }
     }

@@ -305,15 +305,34 @@ public final class NodeTable: Sendable {
         state.withLock { _ in node.lostNameBehind }
     }
 
-    /// For a node unlinked since its name went away behind the mount (`removedNameBehind`),
-    /// the path it had, provided no other node is known by it yet; nil otherwise.
-    public func formerPath(of node: Node) -> MountPath? {
-        guard let (directory, name) = state.withLock({ state -> (Node, FileName)? in
-            guard node.lostNameBehind, let parent = node.parent,
-                  state.byName[NameKey(parent: parent.id, name: node.name)] == nil else { return nil }
-            return (parent, node.name)
+    /// The name a node had when it went away behind the mount (`removedNameBehind`), as the
+    /// kernel may still reach the node by it until it drops its entry.
+    public enum FormerName: Equatable {
+        /// No other node is known by it: an open through the old entry is about the name.
+        case free(MountPath)
+        /// Another node is known by it now (a lookup found the file that replaced this one):
+        /// an open through the old entry must look the name up again, never use this node.
+        case taken(directory: Node, name: FileName)
+
+        public static func == (left: FormerName, right: FormerName) -> Bool {
+            switch (left, right) {
+            case (.free(let a), .free(let b)): a == b
+            case (.taken(let a, let x), .taken(let b, let y)): a === b && x == y
+            default: false
+            }
+        }
+    }
+
+    /// For a node whose name went away behind the mount and that has not been named since,
+    /// that name; nil otherwise (or when its directory is gone from the mount).
+    public func formerName(of node: Node) -> FormerName? {
+        guard let (directory, name, taken) = state.withLock({ state -> (Node, FileName, Bool)? in
+            guard node.lostNameBehind, let parent = node.parent else { return nil }
+            let standing = state.byName[NameKey(parent: parent.id, name: node.name)]
+            return (parent, node.name, standing != nil && standing !== node)
         }) else { return nil }
-        return path(of: directory)?.appending(name)
+        if taken { return .taken(directory: directory, name: name) }
+        return path(of: directory).map { .free($0.appending(name)) }
     }
 
     /// Whether the node has no name left in the backing (it may live on while open).
