@@ -128,15 +128,10 @@ public final class FileSystem: Sendable {
     /// `lookUp` with the name both as the kernel's C string and as the node table keeps it.
     private func lookUp(_ parent: Node, _ name: UnsafePointer<CChar>, _ fileName: FileName) throws(Errno) -> fuse_entry_param {
         let status = try Syscall.stat(at: parent.directory, name)
-        if let known = nodes.node(named: fileName, in: parent), known.identity != FileIdentity(status) {
-            // Another file under a known name: replaced behind the mount, and the lookup came
-            // before the watch's report. With other hosts, the node known by the name follows
-            // it to the file another host committed there (FollowingNames.swift), rather than a
-            // second node standing for it. Otherwise the name is the node's no more, as the
-            // report would have it: an open through the kernel's old entry must not take it
-            // for the file's name (Operations+Open.swift, `formerName`).
-            let followed = authority.hosts != nil && followReplacement(of: known, in: parent, named: fileName, found: status)
-            if !followed { nodes.removedNameBehind(fileName, in: parent) }
+        // With other hosts, the node known by the name follows it to the file another host
+        // committed there (FollowingNames.swift), rather than a second node standing for it.
+        if authority.hosts != nil, let known = nodes.node(named: fileName, in: parent), known.identity != FileIdentity(status) {
+            _ = followReplacement(of: known, in: parent, named: fileName, found: status)
         }
         if let existing = nodes.lookUpExisting(FileIdentity(status), parent: parent, name: fileName) {
             return entry(existing, status)
