@@ -21,7 +21,8 @@ extension FileSystem {
             // A peer daemon of the cluster on this machine, writing to the backing they share:
             // the caches follow it here as soon as the watch sees it, but its own event tells
             // the change (RemoteChanges.swift), so none is published here.
-            let fromPeer = cluster.map { cluster in observed.process.map { cluster.isPeerDaemon($0.pid) } ?? false } ?? false
+            let maker = observed.process?.pid ?? observed.foundInDirectoryMadeBy
+            let fromPeer = cluster.map { cluster in maker.map { cluster.isPeerDaemon($0) } ?? false } ?? false
             logger.debug("a change behind the mount", metadata: ["change": "\(observed.change)", "pid": "\(observed.process?.pid ?? 0)"])
             let origin = EventOrigin(pid: observed.process?.pid ?? 0, uid: observed.process?.uid ?? EventOrigin.unknownUID,
                                      processName: observed.process?.name ?? "", isOutside: true)

@@ -50,6 +50,10 @@ public struct OutsideProcess: Sendable, Hashable {
 public struct ObservedChange: Sendable, Hashable {
     public var change: BackingChange
     public var process: OutsideProcess?
+    /// For an entry a scan of a new directory found (the watch came after it was made, so no
+    /// event names its maker): the process that made the directory, where the watch named it.
+    /// A peer daemon that makes a directory and a file in it tells both itself.
+    public var foundInDirectoryMadeBy: Int32?
 
     public init(_ change: BackingChange, process: OutsideProcess? = nil) {
         self.change = change

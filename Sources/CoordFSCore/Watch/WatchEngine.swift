@@ -187,7 +187,7 @@ final class WatchEngine<Kernel: KernelWatch> {
             if isDirectory, tree.child(of: key, named: name) == nil {
                 // What the scan finds in a directory the mount made is its own too, where only
                 // the pid can tell; where the mount notes paths, each entry is judged by its own.
-                follow(path, key, name, reportContents: !Kernel.namesProcesses || !isOwn([path], pid: pid))
+                follow(path, key, name, reportContents: !Kernel.namesProcesses || !isOwn([path], pid: pid), madeBy: pid)
             }
         case .deleted(let key, let name, let isDirectory):
             guard let path = visiblePath(key, name) else { return }
@@ -290,7 +290,9 @@ final class WatchEngine<Kernel: KernelWatch> {
     // MARK: Following directories
 
     /// Watches the new directory at `path` (`name` in `parent`) and what lies under it.
-    private func follow(_ path: MountPath, _ parent: Kernel.Key, _ name: FileName, reportContents: Bool) {
+    /// `madeBy`: the process that made the directory, where the watch names it: what the scan
+    /// finds is told as found in a directory it made (`ObservedChange.foundInDirectoryMadeBy`).
+    private func follow(_ path: MountPath, _ parent: Kernel.Key, _ name: FileName, reportContents: Bool, madeBy: Int32? = nil) {
         guard let directory = openDirectory(path) else {
             // Gone (its deletion follows), or moved along with a directory above it before
             // that move was handled: the parent is listed again once the tree has caught up.
@@ -303,7 +305,7 @@ final class WatchEngine<Kernel: KernelWatch> {
             return
         }
         tree.place(key, in: parent, as: name)
-        scan(directory.raw, key, path, report: reportContents, failure: &failure)
+        scan(directory.raw, key, path, report: reportContents, madeBy: madeBy, failure: &failure)
         if failure != nil { lose() }
     }
 
@@ -363,7 +365,8 @@ final class WatchEngine<Kernel: KernelWatch> {
 
     /// Watches every directory under the one open as `directory` (watched as `key`, at `path`);
     /// reports each entry as created when `report`.
-    private func scan(_ directory: Int32, _ key: Kernel.Key, _ path: MountPath, report: Bool, failure: inout Errno?) {
+    private func scan(_ directory: Int32, _ key: Kernel.Key, _ path: MountPath, report: Bool, madeBy: Int32? = nil,
+                      failure: inout Errno?) {
         guard let stream = try? Syscall.openDirectoryStream(directory) else { return }
         defer { Syscall.closeDirectoryStream(stream) }
         while let entry = try? Syscall.readDirectory(stream) {
@@ -371,13 +374,13 @@ final class WatchEngine<Kernel: KernelWatch> {
             let child = path.appending(name)
             if report {
                 reportedByScan[child] = currentRead
-                self.report(.created(child, isDirectory: isDirectory), paths: [child], pid: nil)
+                self.report(.created(child, isDirectory: isDirectory), paths: [child], pid: nil, foundInDirectoryMadeBy: madeBy)
             }
             guard isDirectory,
                   let opened = try? Syscall.openAt(directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW),
                   let childKey = watch(opened.raw, failure: &failure) else { continue }
             tree.place(childKey, in: key, as: name)
-            scan(opened.raw, childKey, child, report: report, failure: &failure)
+            scan(opened.raw, childKey, child, report: report, madeBy: madeBy, failure: &failure)
         }
     }
 
@@ -458,13 +461,14 @@ final class WatchEngine<Kernel: KernelWatch> {
         return paths.contains { ownChanges.isOwn($0) }
     }
 
-    private func report(_ change: BackingChange, paths: [MountPath], pid: Int32?) {
+    private func report(_ change: BackingChange, paths: [MountPath], pid: Int32?, foundInDirectoryMadeBy maker: Int32? = nil) {
         guard !isOwn(paths, pid: pid) else { return }
-        emit(change, pid: pid)
+        emit(change, pid: pid, foundInDirectoryMadeBy: maker)
     }
 
-    private func emit(_ change: BackingChange, pid: Int32?) {
-        let observed = ObservedChange(change, process: pid.map(process))
+    private func emit(_ change: BackingChange, pid: Int32?, foundInDirectoryMadeBy maker: Int32? = nil) {
+        var observed = ObservedChange(change, process: pid.map(process))
+        observed.foundInDirectoryMadeBy = maker
         if case .contentsChanged = change, batch.last == observed { return } // one write after another
         batch.append(observed)
     }
