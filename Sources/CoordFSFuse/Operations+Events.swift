@@ -31,12 +31,13 @@ extension FileSystem {
     func publish(_ kind: ChangeKind, path: MountPath, destination: MountPath? = nil, isDirectory: Bool, origin: EventOrigin, size: Int64?) {
         // Only this host's own commits go to the cluster: a change seen behind the mount, or
         // applied from another host, is the backing's or that host's to tell.
-        if let cluster = clusterEvents, !origin.isOutside, origin.host == nil {
-            clusterPublishing.withLock { _ in
-                cluster.publish(events.publish(kind, path: path, destination: destination, isDirectory: isDirectory, origin: origin, size: size))
-            }
-        } else {
+        func toHub() -> ChangeEvent {
             events.publish(kind, path: path, destination: destination, isDirectory: isDirectory, origin: origin, size: size)
+        }
+        if let cluster = clusterEvents, !origin.isOutside, origin.host == nil {
+            clusterPublishing.withLock { _ in cluster.publish(toHub()) }
+        } else {
+            _ = toHub()
         }
         guard !presenters.isEmpty else { return }
         // Another host's pid names no process here: every presenter is told.

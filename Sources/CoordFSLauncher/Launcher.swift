@@ -27,19 +27,18 @@ enum FullProgram {
         let path = location()
         execv(path, CommandLine.unsafeArgv)
         let error = errno
-        printError("cannot run \(path): \(String(cString: strerror(error))) (it is installed beside coordfs)")
+        let shown = String(decoding: path.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        printError("cannot run \(shown): \(String(cString: strerror(error))) (it is installed beside coordfs)")
         exit(error == ENOENT ? 127 : 126)
     }
 
     /// `coordfs-full` in the folder this program's file is in, links resolved (so
     /// /usr/sbin/mount.coordfs, a link to /usr/local/bin/coordfs, finds
-    /// /usr/local/bin/coordfs-full).
-    static func location() -> String {
+    /// /usr/local/bin/coordfs-full): a C string of the folder's exact bytes.
+    static func location() -> [CChar] {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        guard count > 0 else { return name }
-        let bytes = buffer[..<count].map { UInt8(bitPattern: $0) }
-        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return name }
-        return String(decoding: bytes[...slash], as: UTF8.self) + name
+        let folder = count > 0 ? buffer[..<count].lastIndex(of: CChar(UInt8(ascii: "/"))).map { buffer[...$0] } : nil
+        return Array(folder ?? []) + name.utf8CString
     }
 }

@@ -366,7 +366,7 @@ public final class EventSubscription: @unchecked Sendable {
                 limit = capacity
                 idle = !isCancelled
             }
-            batch.hasMore = !queue.isEmpty || overflow != nil
+            batch.hasMore = !queue.isEmpty
             return batch
         }
     }

@@ -55,8 +55,9 @@ public struct ObservedChange: Sendable, Hashable {
     /// A peer daemon that makes a directory and a file in it tells both itself.
     public var foundInDirectoryMadeBy: Int32?
 
-    public init(_ change: BackingChange, process: OutsideProcess? = nil) {
+    public init(_ change: BackingChange, process: OutsideProcess? = nil, foundInDirectoryMadeBy maker: Int32? = nil) {
         self.change = change
         self.process = process
+        self.foundInDirectoryMadeBy = maker
     }
 }

@@ -467,8 +467,7 @@ final class WatchEngine<Kernel: KernelWatch> {
     }
 
     private func emit(_ change: BackingChange, pid: Int32?, foundInDirectoryMadeBy maker: Int32? = nil) {
-        var observed = ObservedChange(change, process: pid.map(process))
-        observed.foundInDirectoryMadeBy = maker
+        let observed = ObservedChange(change, process: pid.map(process), foundInDirectoryMadeBy: maker)
         if case .contentsChanged = change, batch.last == observed { return } // one write after another
         batch.append(observed)
     }
