@@ -131,7 +131,7 @@ public final class FileSystem: Sendable {
         // With other hosts, the node known by the name follows it to the file another host
         // committed there (FollowingNames.swift), rather than a second node standing for it.
         if authority.hosts != nil, let known = nodes.node(named: fileName, in: parent), known.identity != FileIdentity(status) {
-            _ = followReplacement(of: known, in: parent, named: fileName, found: status)
+            _ = followReplacement(of: known, in: parent, named: fileName)
         }
         if let existing = nodes.lookUpExisting(FileIdentity(status), parent: parent, name: fileName) {
             return entry(existing, status)

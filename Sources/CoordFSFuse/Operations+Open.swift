@@ -126,8 +126,7 @@ extension FileSystem {
         let flags = copy.info.flags
         let origin = origin(of: request.raw)
         replyOpen(request, copy, claims: held, consent: consent) { () throws(Errno) -> OpenFile in
-            if activity.save(of: node) == nil { try checkNotReplacedElsewhere(node, startedAt: path) }
-            let save = try saveForWriting(node, owner: .process(origin.pid))
+            let save = try saveForWriting(node, owner: .process(origin.pid), startedAt: path)
             if flags & O_TRUNC != 0 {
                 let dropsSetID = canChangeOwners && fuse_req_ctx(request.raw)!.pointee.uid != 0
                 do throws(Errno) {
@@ -172,15 +171,18 @@ extension FileSystem {
             if location == nil, nodes.node(named: name, in: directory) == nil { nodes.moved(node, to: directory, name: name) }
             return
         }
-        if let found, followReplacement(of: node, in: directory, named: name, found: found) { return }
+        if found != nil, followReplacement(of: node, in: directory, named: name) { return }
         if nodes.node(named: name, in: directory) === node { nodes.removedNameBehind(name, in: directory) }
         notifier?.invalidateEntry(directory: directory.id, name: name)
         throw .staleNFSFileHandle
     }
 
-    /// The node's save with one more writer: the owner's own if it has one, else a new one.
-    private func saveForWriting(_ node: Node, owner: ClaimOwner) throws(Errno) -> Save {
+    /// The node's save with one more writer: the owner's own if it has one, else a new one,
+    /// from the file the name holds (`checkNotReplacedElsewhere`, only here: a save in
+    /// progress is this host's, and the last release may end it between a look and the join).
+    private func saveForWriting(_ node: Node, owner: ClaimOwner, startedAt path: MountPath?) throws(Errno) -> Save {
         if let existing = activity.joinSave(of: node) { return existing }
+        try checkNotReplacedElsewhere(node, startedAt: path)
         guard let (directory, name) = nodes.location(of: node) else { throw .noSuchFileOrDirectory }
         // With other hosts, no append goes to the shared file ahead of its commit: they would
         // read it before the commit, and a commit refused by fencing could not take it back.

@@ -157,7 +157,7 @@ extension FileSystem {
             let status = try? Syscall.stat(at: directory.directory, name)
             if status.map({ FileIdentity($0) }) != node.identity {
                 // With other hosts, a node follows its name where it can (FollowingNames.swift).
-                let followed = authority.hosts != nil && status.map { followReplacement(of: node, in: directory, named: name, found: $0) } ?? false
+                let followed = authority.hosts != nil && status != nil && followReplacement(of: node, in: directory, named: name)
                 if !followed { nodes.removedNameBehind(name, in: directory) }
             }
             notifier.invalidateEntry(directory: directory.id, name: name)

@@ -85,7 +85,7 @@ extension FileSystem {
               let node = nodes.node(named: name, in: directory) else { return }
         let found = backingStatus(of: path)
         if found.map({ FileIdentity($0) }) != node.identity {
-            if let found, followReplacement(of: node, in: directory, named: name, found: found) { return }
+            if found != nil, followReplacement(of: node, in: directory, named: name) { return }
             followCreated(path, isDirectory: false, notifier)
             notifier.invalidateAttributes(of: node.id)
         } else {

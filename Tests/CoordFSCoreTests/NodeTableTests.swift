@@ -209,6 +209,39 @@ import Testing
         #expect(fcntl(held.descriptor.raw, F_GETFD) >= 0, "the old descriptor lives while it is in use")
     }
 
+    /// A follower that found the next version only goes on from the version it saw: once
+    /// the node moved on (a commit of this host replaced it again), the follower's find is
+    /// stale and the node keeps what it stands for.
+    @Test func aFollowerOvertakenByACommitLeavesTheNodeAsItIs() throws {
+        run("echo v1 > f && echo v2 > second && echo v3 > third")
+        let table = try makeTable()
+        let f = try lookUp(table, table.root, "f")
+        let first = f.identity
+        func pathDescriptor() throws -> OwnedDescriptor {
+            try Syscall.openAt(table.root.directory, "f", Linux.O_PATH | O_NOFOLLOW)
+        }
+        func identity(_ descriptor: borrowing OwnedDescriptor) throws -> FileIdentity {
+            FileIdentity(try Syscall.statOfPathDescriptor(descriptor.raw))
+        }
+        // Another host's commit: v2 under the name, found by a follower that then stalls.
+        run("mv second f")
+        let found = try pathDescriptor()
+        let foundIdentity = try identity(found)
+        // Meanwhile this host follows too, and commits v3 through the node.
+        let followed = table.follow(f, from: first, to: try pathDescriptor(), identity: foundIdentity)
+        #expect(followed)
+        run("mv third f")
+        let committed = try pathDescriptor()
+        let committedIdentity = try identity(committed)
+        table.replaceBacking(of: f, with: committed, identity: committedIdentity)
+        // The stalled follower goes on from v1: the node has moved on, and stays at v3.
+        let stale = table.follow(f, from: first, to: found, identity: foundIdentity)
+        #expect(!stale)
+        #expect(f.identity == committedIdentity)
+        #expect(table.node(identity: committedIdentity) === f)
+        #expect(table.node(identity: foundIdentity) == nil)
+    }
+
     @Test func evictionPrefersFilesAndNeverTheRoot() throws {
         run("mkdir d && echo x > d/f && echo y > g")
         let table = try makeTable()

@@ -255,6 +255,30 @@ public final class NodeTable: Sendable {
         }
     }
 
+    /// `replaceBacking` for a node that follows a file someone else put under its name (another
+    /// host's commit, seen by a report or a check): only while the node still stands for
+    /// `previous`, the file it stood for before the caller found the new one. A follower that
+    /// found the new file and was then overtaken (this host committed again through the node,
+    /// or another follower went first) must not set the node back to a version since replaced:
+    /// a writer whose save opened that version would build on stale contents. False when the
+    /// node had moved on (`descriptor` is closed on return).
+    public func follow(_ node: Node, from previous: FileIdentity, to descriptor: consuming OwnedDescriptor,
+                       identity: FileIdentity) -> Bool {
+        var incoming: OwnedDescriptor? = consume descriptor
+        // The replaced backing is let go of outside the lock (its descriptor may be the file's last).
+        var replaced: NodeBacking?
+        let followed = state.withLock { state in
+            replaced = node.backing
+            guard replaced?.identity == previous else { return false }
+            if state.byIdentity[previous] === node { state.byIdentity[previous] = nil }
+            if state.byID[node.id] === node { state.byIdentity[identity] = node }
+            node.replaceBacking(with: NodeBacking(descriptor: incoming.take()!, identity: identity))
+            return true
+        }
+        withExtendedLifetime(replaced) {}
+        return followed
+    }
+
     /// Notes that `identity` now lives at `parent`/`name` (after a rename through the mount).
     @discardableResult
     public func moved(_ identity: FileIdentity, to parent: Node, name: FileName) -> Node? {
