@@ -17,6 +17,7 @@
 #include <sys/eventfd.h>
 #include <sys/vfs.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 // The header hard-codes Linux ABI values so that Swift can see them; keep them honest.
 _Static_assert(CSYS_AT_EMPTY_PATH == AT_EMPTY_PATH, "AT_EMPTY_PATH");
@@ -113,6 +114,10 @@ int csys_filesystem_id(int fd, uint64_t *fsid) {
 
 int csys_close_from(unsigned int first) {
     return close_range(first, ~0U, 0);
+}
+
+int csys_set_thread_name(const char *name) {
+    return prctl(PR_SET_NAME, (unsigned long)name, 0UL, 0UL, 0UL);
 }
 
 int csys_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags) {

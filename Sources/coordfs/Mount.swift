@@ -198,6 +198,9 @@ struct Mount: ParsableCommand {
     /// "ready" on it once mounted and then lets go of the terminal.
     private func serve(_ paths: (backing: String, mountpoint: String), metricsAddress: MetricsAddress?,
                        readyDescriptor: Int32?) -> ExitCode {
+        // Before the daemon's threads start (they take its name): "coordfs" in ps, top and
+        // pgrep, not the name of the file it was started from ("exe", "coordfs-full").
+        Syscall.nameThisThread("coordfs")
         var logger = Logger(label: "coordfs")
         logger.logLevel = logLevel
         if let readyDescriptor {

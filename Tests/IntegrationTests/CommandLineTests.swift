@@ -69,6 +69,9 @@ import Testing
         #expect((try? String(contentsOfFile: scratch.mountpoint + "/greeting", encoding: .utf8)) == "hello\n")
         let daemons = try run(["pgrep", "-f", "coordfs mount \(scratch.backing)"])
         #expect(daemons.status == 0, "no daemon process")
+        // ps, top and pgrep know the daemon as coordfs (it starts through /proc/self/exe).
+        let pid = daemons.output.split(separator: "\n").first.map(String.init) ?? ""
+        #expect((try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)) == "coordfs\n")
         let unmounted = try run([coordfsBinary, "unmount", scratch.mountpoint])
         #expect(unmounted.status == 0, "\(unmounted)")
         #expect(!isMounted(scratch.mountpoint))

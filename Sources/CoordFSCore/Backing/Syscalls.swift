@@ -408,6 +408,12 @@ public enum Syscall {
 
     // MARK: Process
 
+    /// Names the calling thread, and the threads it starts from now on, as `ps`, `top` and
+    /// `pgrep` show them. A daemon started through /proc/self/exe would otherwise be "exe".
+    public static func nameThisThread(_ name: String) {
+        _ = csys_set_thread_name(name)
+    }
+
     /// Closes every descriptor numbered `first` or above: a daemon must not keep its
     /// starter's pipes and sockets open (whoever waits for their end would wait forever).
     public static func closeDescriptors(from first: Int32) {
