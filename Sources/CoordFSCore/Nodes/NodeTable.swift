@@ -245,14 +245,7 @@ public final class NodeTable: Sendable {
     /// and closing that frees the file's blocks, which the caller may rather do later.
     @discardableResult
     public func replaceBacking(of node: Node, with descriptor: consuming OwnedDescriptor, identity: FileIdentity) -> NodeBacking {
-        let backing = NodeBacking(descriptor: descriptor, identity: identity)
-        return state.withLock { state in
-            let previous = node.backing
-            if state.byIdentity[previous.identity] === node { state.byIdentity[previous.identity] = nil }
-            if state.byID[node.id] === node { state.byIdentity[identity] = node }
-            node.replaceBacking(with: backing)
-            return previous
-        }
+        swapBacking(of: node, to: NodeBacking(descriptor: descriptor, identity: identity), ifStandingFor: nil)!
     }
 
     /// `replaceBacking` for a node that follows a file someone else put under its name (another
@@ -261,22 +254,24 @@ public final class NodeTable: Sendable {
     /// found the new file and was then overtaken (this host committed again through the node,
     /// or another follower went first) must not set the node back to a version since replaced:
     /// a writer whose save opened that version would build on stale contents. False when the
-    /// node had moved on (`descriptor` is closed on return).
+    /// node had moved on (`descriptor` is closed on return, outside the lock).
     public func follow(_ node: Node, from previous: FileIdentity, to descriptor: consuming OwnedDescriptor,
                        identity: FileIdentity) -> Bool {
-        var incoming: OwnedDescriptor? = consume descriptor
-        // The replaced backing is let go of outside the lock (its descriptor may be the file's last).
-        var replaced: NodeBacking?
-        let followed = state.withLock { state in
-            replaced = node.backing
-            guard replaced?.identity == previous else { return false }
-            if state.byIdentity[previous] === node { state.byIdentity[previous] = nil }
-            if state.byID[node.id] === node { state.byIdentity[identity] = node }
-            node.replaceBacking(with: NodeBacking(descriptor: incoming.take()!, identity: identity))
-            return true
+        // The replaced backing is let go of on return, outside the lock (its descriptor may be the file's last).
+        swapBacking(of: node, to: NodeBacking(descriptor: descriptor, identity: identity), ifStandingFor: previous) != nil
+    }
+
+    /// Swaps the node's backing and its entry by identity, unless `expected` is given and the
+    /// node stands for another file; returns the previous backing when it swapped.
+    private func swapBacking(of node: Node, to backing: NodeBacking, ifStandingFor expected: FileIdentity?) -> NodeBacking? {
+        state.withLock { state in
+            let previous = node.backing
+            if let expected, previous.identity != expected { return nil }
+            if state.byIdentity[previous.identity] === node { state.byIdentity[previous.identity] = nil }
+            if state.byID[node.id] === node { state.byIdentity[backing.identity] = node }
+            node.replaceBacking(with: backing)
+            return previous
         }
-        withExtendedLifetime(replaced) {}
-        return followed
     }
 
     /// Notes that `identity` now lives at `parent`/`name` (after a rename through the mount).
