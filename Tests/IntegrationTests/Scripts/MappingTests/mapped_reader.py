@@ -7,7 +7,7 @@ mapping's length. For `...stat` it stats its handle first: the kernel keeps one 
 which every stat sets (mmap itself stats the file).
 """
 import mmap, os, subprocess, sys
-from coordtest import wait_until, wait_until_released
+from coordtest import wait_until_released, wait_until_released_by
 def start_reader(name):
     code = '\n'.join([
         'import mmap, os, sys',
@@ -28,8 +28,5 @@ def save(name, data):
     # Its last release (the kernel sends it after the exit) comes after the commit and the
     # invalidation of the kernel's pages that the commit queued.
     wait_until_released('/' + name)
-def shows(line, letters):
-    # The answer `line` when the mapping showed only `letters`.
-    return line if line.split()[-2] == letters else None
 def cat(name):
     return subprocess.run(['cat', name], capture_output=True).stdout
