@@ -89,29 +89,20 @@ extension FileSystem {
     }
 
     /// Everything a handle's end entails: the save's last writer commits what is left and ends
-    /// the save; claims go only after that, so the next writer sees the commit. The last reader
-    /// of an older version lets go of its claims once the kernel dropped that version's pages,
-    /// so whoever sees the claims go finds the page cache holding the current version.
+    /// the save; claims go only after that, so the next writer sees the commit.
     func releaseHandle(_ handle: OpenFile) {
-        var dropsOlderPages = false
         if let save = handle.save, handle.isWriter {
             endWriter(of: save, origin: handle.origin, under: handle.claims)
         } else if let reader = handle.cachedReader ?? (handle.joinedCachedReaders.load(ordering: .relaxed) ? .process(handle.origin.pid) : nil) {
-            dropsOlderPages = activity.closeReader(of: handle.node, owner: reader)
+            if activity.closeReader(of: handle.node, owner: reader) {
+                let node = handle.node
+                notifier?.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) }
+            }
         }
         if handle.wroteInPlace.load(ordering: .relaxed) {
             publish(.changed, origin: handle.origin, path: nodes.path(of: handle.node), isDirectory: false,
                     size: (try? attributes(of: handle.node).st_size).map(Int64.init))
         }
-        guard dropsOlderPages, let notifier else { return letGo(of: handle) }
-        let node = handle.node
-        notifier.invalidateContents(of: node.id) { [self] in
-            activity.cacheDropped(of: node)
-            letGo(of: handle)
-        }
-    }
-
-    private func letGo(of handle: OpenFile) {
         if let held = handle.claims { authority.release(held) }
         reacquire(handle.consent)
     }

@@ -127,12 +127,6 @@ def wait_until_released(path):
     return wait_for_status(f'no claim held on {path}', lambda report: not holders(report, path))
 
 
-def wait_until_released_by(path, pid):
-    """Waits until process `pid` holds no claim on `path` (its handles' last release is done)."""
-    return wait_for_status(f'no claim held on {path} by pid {pid}',
-                           lambda report: not any(h.get('owner', {}).get('pid') == pid for h in holders(report, path)))
-
-
 def wait_until_asked(path, pid):
     """Waits until a presenter request about `path` from `pid` is pending."""
     return wait_for_status(f'a presenter asked about {path} for pid {pid}',

@@ -7,7 +7,7 @@ mapping's length. For `...stat` it stats its handle first: the kernel keeps one 
 which every stat sets (mmap itself stats the file).
 """
 import mmap, os, subprocess, sys
-from coordtest import wait_until_released, wait_until_released_by
+from coordtest import wait_until, wait_until_released
 def start_reader(name):
     code = '\n'.join([
         'import mmap, os, sys',
@@ -28,5 +28,12 @@ def save(name, data):
     # Its last release (the kernel sends it after the exit) comes after the commit and the
     # invalidation of the kernel's pages that the commit queued.
     wait_until_released('/' + name)
+def a_new_mapping_shows(name, answer):
+    """Whether a new reader of `name` that maps it whole answers `answer` ("map LETTERS SIZE").
+    A probe may die of SIGBUS (then the answer is no): only the probe goes."""
+    probe = start_reader(name)
+    line = ask(probe, 'map')
+    probe.stdin.close(); probe.wait()
+    return line == answer
 def cat(name):
     return subprocess.run(['cat', name], capture_output=True).stdout

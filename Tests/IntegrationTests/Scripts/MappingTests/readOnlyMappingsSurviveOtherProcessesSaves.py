@@ -11,9 +11,10 @@ late = start_reader('f')
 print('late', ask(late, 'map peek'))
 reader.stdin.close(); reader.wait()
 # The last older reader's release (the kernel sends it after its exit) drops the kernel's
-# pages, and then its claim goes. Before that the late reader's mapping ends where the older
-# version does (a page filled short sets the kernel's size): a look past it would kill it.
-wait_until_released_by('/f', reader.pid)
+# pages. Until then the late reader's mapping ends where the older version does (a page
+# filled short sets the kernel's one size), and a look past that end would kill it: new
+# readers, which may die, look first.
+wait_until("the older reader's release", lambda: a_new_mapping_shows('f', 'map C 16384'))
 print('late', ask(late, 'alone stat'))
 late.stdin.close(); late.wait()
 # A reader opened while a save is pending maps the file.
