@@ -145,6 +145,18 @@ extension FileSystem {
         .process(processes.threadGroup(of: fuse_req_ctx(request)!.pointee.pid))
     }
 
+    /// Whether `requester` sees `save`'s uncommitted version in attributes and names. Its owner
+    /// does, and so does a descendant of the owner (fork, `pass_fds`) that holds a descriptor of
+    /// the file: an open file belongs to every process that holds it, as on a plain disk, and
+    /// the kernel's fstat names the caller, not the descriptor. (A descendant's own open of an
+    /// existing file reads the committed version, as anyone else's: `openForReading`.)
+    func seesPendingVersion(of save: Save, _ requester: ClaimOwner) -> Bool {
+        if requester == save.owner { return true }
+        guard case .process(let pid) = requester, case .process(let ownerPID) = save.owner,
+              processes.lineage(of: pid).pids.contains(ownerPID), let mountID = kernelMount.id else { return false }
+        return ProcessFacts.holdsOpenFile(pid, mountID: mountID, inode: save.node.shownInode)
+    }
+
     /// Takes `claims` for the caller and runs `body` with the grant: at once on this thread
     /// when they are free, or later on another thread once they are granted, without holding
     /// a FUSE worker meanwhile. `body` must reply to the request and release the grant when it

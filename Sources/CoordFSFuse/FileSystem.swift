@@ -41,6 +41,12 @@ public final class FileSystem: Sendable {
     public let processes: ProcessFacts
     /// Pending saves and page-cache readers of open files.
     let activity = ActivityRegistry()
+    /// The mount as /proc names it (its id and device), known once mounted.
+    public let kernelMount = KernelMountIdentity()
+    /// Files whose programs coordinate themselves (locked files, databases): written in place.
+    let selfCoordinating: SelfCoordinatingFiles
+    /// The claims of the handles writing through each save, for turning a save in place.
+    let saveHandles = SaveHandles()
     /// Runs operations whose claims were granted, or whose presenters answered, after a wait,
     /// off the thread that let them go on (a releasing worker, the control socket's loop).
     let claimWork = DispatchQueue(label: "coordfs.claim-work", attributes: .concurrent)
@@ -86,6 +92,7 @@ public final class FileSystem: Sendable {
         self.processes = processes
         self.events = EventHub()
         self.presenters = PresenterRegistry(isInTree: { pid, root in processes.isInTree(pid, rootedAt: root) })
+        self.selfCoordinating = SelfCoordinatingFiles(mount: kernelMount)
         self.claims = ClaimTable()
         self.authority = ClaimAuthority(table: claims, hosts: options.hostCoverage)
         self.ownChanges = ownChanges

@@ -20,6 +20,10 @@ public struct MountOptions: Sendable {
     public var spliceWrites = false
     /// Let users other than the one who mounted use the mount.
     public var allowOther = false
+    /// Mount read-only: the kernel refuses every change with EROFS (a remount can turn it
+    /// read-write and back); events and claims are served as ever, and the mount leaves the
+    /// backing as it finds it (no recovery of an earlier run's leftovers).
+    public var readOnly = false
     /// Threads serving requests at most, and idle ones kept ready.
     public var maxThreads: UInt32 = 16
     public var maxIdleThreads: UInt32 = 8

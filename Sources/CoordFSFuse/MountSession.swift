@@ -45,9 +45,14 @@ public final class MountSession {
         }
         fileSystem.watcher = watcher
         operations = FileSystem.makeOperations()
-        Self.recoverLeftovers(fileSystem, logger: logger)
+        if options.readOnly {
+            logger.info("read-only: leftovers of an earlier run, if any, stay in the backing until a read-write mount")
+        } else {
+            Self.recoverLeftovers(fileSystem, logger: logger)
+        }
 
         var mountOptions = ["subtype=coordfs", "fsname=\(Self.escapeOption(backing))"]
+        if options.readOnly { mountOptions.append("ro") }
         if options.allowOther {
             // Other users reach the backing through a daemon that may be root: the kernel must
             // check their permissions against the attributes we report. Without allow_other
@@ -144,6 +149,17 @@ public final class MountSession {
     }
 
     /// Mounts and installs SIGINT/SIGTERM/SIGHUP handlers that end the loop.
+    /// Tells the mount which id and device the kernel gave it, as /proc names them (locks in
+    /// /proc/locks, open files in /proc/PID/fdinfo): from the mount's line in mountinfo (the mountpoint is
+    /// canonical: the command line resolved it).
+    private func noteMountDevice() {
+        guard let entry = MountTable.current().entries.last(where: { $0.mountpoint == mountpoint && $0.filesystemType == "fuse.coordfs" }) else {
+            logger.warning("cannot find the mount in mountinfo: files locked through it are not known as locked")
+            return
+        }
+        fileSystem.kernelMount.set(id: entry.id, major: entry.major, minor: entry.minor)
+    }
+
     public func mount() throws(MountFailure) {
         guard let session else { throw MountFailure("no session") }
         // Whoever started us may have left these blocked (the mask survives exec); they must
@@ -165,6 +181,7 @@ public final class MountSession {
             logger.warning("cannot watch the INIT exchange; shared mappings of files being saved will fail with ENODEV",
                            metadata: ["error": "\(Errno(rawValue: -custom))"])
         }
+        noteMountDevice()
         logger.info("mounted", metadata: ["backing": "\(backing)", "mountpoint": "\(mountpoint)"])
     }
 

@@ -32,7 +32,7 @@ extension FileSystem {
     /// everyone else what the backing has. Nothing is cached, so the kernel asks again for
     /// every caller until the commit.
     private func replyPendingLookup(_ request: fuse_req_t, _ parent: Node, _ name: UnsafePointer<CChar>, _ save: Save) throws(Errno) {
-        if save.owner == owner(of: request), let node = nodes.lookUpExisting(save.node.identity, parent: parent, name: FileName(cString: name)) {
+        if seesPendingVersion(of: save, owner(of: request)), let node = nodes.lookUpExisting(save.node.identity, parent: parent, name: FileName(cString: name)) {
             var entry = entry(node, try save.currentStatus())
             entry.entry_timeout = 0
             entry.attr_timeout = 0
@@ -50,14 +50,18 @@ extension FileSystem {
     }
 
     func forget(_ id: fuse_ino_t, _ count: UInt64) {
-        if nodes.forget(UInt64(id), count: count) { notifier?.forgetPages(of: UInt64(id)) }
+        if nodes.forget(UInt64(id), count: count) {
+            notifier?.forgetPages(of: UInt64(id))
+            selfCoordinating.forget(UInt64(id))
+        }
     }
 
     func getattr(_ request: fuse_req_t, _ id: fuse_ino_t, _ file: UnsafeMutablePointer<fuse_file_info>?) {
         do throws(Errno) {
             let node = try node(id)
-            if node.isRegularFile, var status = mappedSaveAttributes(of: node) {
+            if node.isRegularFile, let mapped = mappedSaveAttributes(of: node) {
                 // Whoever asks, and for whichever handle (see `pageCacheSource`).
+                var status = attributesForKernel(node, mapped)
                 fuse_reply_attr(request, &status, 0)
                 return
             }
@@ -65,18 +69,18 @@ extension FileSystem {
                 // The kernel asks on behalf of an open file (before it reads through the page
                 // cache): the size of the version that handle reads.
                 var status = try handle.readableStatus()
-                status = committedView(node, status, viewer: handle.save)
+                status = attributesForKernel(node, committedView(node, status, viewer: handle.save))
                 fuse_reply_attr(request, &status, activity.needsFreshAttributes(node) ? 0 : options.attributeTimeout)
                 return
             }
             if activity.hasSaves, let save = activity.save(of: node) {
                 // While a save is pending its owner and everyone else see different attributes,
                 // so the kernel must not cache either.
-                var status = try savedAttributes(save, for: request)
+                var status = attributesForKernel(node, try savedAttributes(save, for: request))
                 fuse_reply_attr(request, &status, 0)
                 return
             }
-            var status = try attributes(of: node)
+            var status = attributesForKernel(node, try attributes(of: node))
             fuse_reply_attr(request, &status, activity.needsFreshAttributes(node) ? 0 : options.attributeTimeout)
         } catch {
             reply(request, error: error)
@@ -87,7 +91,7 @@ extension FileSystem {
     /// committed one for everyone else (who do not see a file that was never committed).
     private func savedAttributes(_ save: Save, for request: fuse_req_t) throws(Errno) -> stat {
         let requester = owner(of: request)
-        if save.owner == requester, !save.hasFailed {
+        if seesPendingVersion(of: save, requester), !save.hasFailed {
             var status = try save.currentStatus()
             if save.target.exists, activity.hasCachedReaders(save.node, besides: requester) {
                 try keepCommittedSize(of: save.node, in: &status)

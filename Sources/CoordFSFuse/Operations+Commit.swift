@@ -30,12 +30,13 @@ extension FileSystem {
     /// cover them, the commit is refused (fencing): the save's version is kept beside the
     /// file, a `conflict` event says where, and the commit fails with EIO.
     @discardableResult
-    func commit(_ save: Save, origin: ChangeOrigin, under held: HeldClaims?, onlyWithoutWriters: Bool = false) throws(Errno) -> CommitReport? {
+    func commit(_ save: Save, origin: ChangeOrigin, under held: HeldClaims?, onlyWithoutWriters: Bool = false,
+                thenInPlace: Bool = false) throws(Errno) -> CommitReport? {
         if ownChanges.isEnabled {
             let target = save.target
             ownChanges.note(nodes.path(of: target.directory)?.appending(target.name))
         }
-        guard let report = try save.commit(durability: commitDurability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters,
+        guard let report = try save.commit(durability: commitDurability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters, thenInPlace: thenInPlace,
                                            reopen: reopen(descriptor:flags:),
                                            willKeep: { [self] directory, name in ownChanges.note(nodes.path(of: directory)?.appending(name)) },
                                            stillCovered: { [authority] in held.map(authority.stillHolds) ?? true })
@@ -118,5 +119,6 @@ extension FileSystem {
         }
         save.discardIfFailed()
         activity.endSave(save)
+        saveHandles.forget(save)
     }
 }

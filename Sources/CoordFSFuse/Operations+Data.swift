@@ -35,6 +35,11 @@ extension FileSystem {
                 if written < 0 { throw Errno(rawValue: Int32(-written)) }
                 return Int(written)
             }
+            // A database's first page: SQLite coordinates the file itself from now on.
+            if offset == 0, written >= DatabaseHeader.sqlite.count, let save = handle.save, !save.writesInPlace,
+               DatabaseHeader.sqlite.withUnsafeBytes({ cfuse_bufvec_starts_with(buffers, $0.baseAddress, $0.count) }) != 0 {
+                turnInPlace(save)
+            }
             fuse_reply_write(request, written)
         } catch {
             reply(request, error: error)
@@ -48,8 +53,10 @@ extension FileSystem {
         if let save = handle.save {
             // A change that may be an append writes the file itself, which a watch of the backing
             // sees (one that names no process must take it for the mount's own).
-            if ownChanges.isEnabled, !range.isAnywhere { ownChanges.note(nodes.path(of: handle.node)) }
-            return try save.change(at: range, reopen: reopen(descriptor:flags:), body)
+            if ownChanges.isEnabled, !range.isAnywhere || save.writesInPlace { ownChanges.note(nodes.path(of: handle.node)) }
+            let result = try save.change(at: range, reopen: reopen(descriptor:flags:), body)
+            if save.writesInPlace { handle.wroteInPlace.store(true, ordering: .relaxed) }
+            return result
         }
         handle.wroteInPlace.store(true, ordering: .relaxed)
         if ownChanges.isEnabled { ownChanges.note(nodes.path(of: handle.node)) }

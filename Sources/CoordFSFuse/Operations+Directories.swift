@@ -11,6 +11,15 @@ final class DirectoryHandle: KernelHandle, @unchecked Sendable {
     var offset: off_t = 0
     /// An entry read but not yet sent, because the last reply buffer was full.
     var heldOver: UnsafeMutablePointer<dirent>?
+    /// The caller's own files created and not committed yet (the backing has no name for them),
+    /// listed after the backing's entries: taken when the stream first reaches its end, and
+    /// how many of them were sent.
+    var pendingTail: [(name: FileName, save: Save)]?
+    var pendingSent = 0
+
+    /// The offset of the pending entry at `index`: far above a small directory's cookies and
+    /// below ext4's end-of-directory cookie (Int64.max); only this handle ever reads it back.
+    static func pendingOffset(_ index: Int) -> off_t { off_t.max - 1 - off_t(index) }
 
     init(stream: OpaquePointer) {
         self.stream = stream
@@ -26,7 +35,8 @@ extension FileSystem {
         do throws(Errno) {
             let stream = try Syscall.openDirectoryStream(try node(id).directory)
             DirectoryHandle(stream: stream).attach(to: file)
-            if options.keepPageCache {
+            // A listing with files only their creators see yet must not be cached for everyone.
+            if options.keepPageCache && !activity.hasPendingNames(in: UInt64(id)) {
                 cfuse_fi_set_cache_readdir(file, 1)
                 cfuse_fi_set_keep_cache(file, 1)
             }
@@ -48,6 +58,8 @@ extension FileSystem {
             seekdir(directory.stream, offset)
             directory.heldOver = nil
             directory.offset = offset
+            directory.pendingTail = nil
+            directory.pendingSent = 0
         }
         let buffer = UnsafeMutablePointer<CChar>.allocate(capacity: max(size, 1))
         defer { buffer.deallocate() }
@@ -61,7 +73,7 @@ extension FileSystem {
             } else {
                 Glibc.errno = 0
                 guard let next = Glibc.readdir(directory.stream) else {
-                    if Glibc.errno != 0 { failure = Errno.current }
+                    if Glibc.errno != 0 { failure = Errno.current } else { used += addPendingEntries(request, parent, directory, buffer + used, size - used, plus: plus) }
                     break
                 }
                 entry = next
@@ -84,7 +96,7 @@ extension FileSystem {
                         return addEntryPlus(request, parent, name, entry.pointee, buffer + used, size - used, nextOffset)
                     }
                     var status = stat()
-                    status.st_ino = entry.pointee.d_ino
+                    status.st_ino = ino_t(nodes.shownInode(of: FileIdentity(device: parent.identity.device, inode: UInt64(entry.pointee.d_ino))))
                     status.st_mode = mode_t(entry.pointee.d_type) << 12
                     let needed = fuse_add_direntry(request, buffer + used, size - used, name, &status, nextOffset)
                     return needed <= size - used ? needed : -1
@@ -107,7 +119,7 @@ extension FileSystem {
         var parameters: fuse_entry_param
         if isDotOrDotDot {
             parameters = fuse_entry_param()
-            parameters.attr.st_ino = entry.d_ino
+            parameters.attr.st_ino = ino_t(nodes.shownInode(of: FileIdentity(device: parent.identity.device, inode: UInt64(entry.d_ino))))
             parameters.attr.st_mode = mode_t(entry.d_type) << 12
         } else {
             do throws(Errno) { parameters = try lookUp(parent, name) } catch { return 0 }
@@ -118,6 +130,50 @@ extension FileSystem {
             return -1
         }
         return needed
+    }
+
+    /// Lists the caller's files that are created and not committed yet after the backing's
+    /// entries, as a plain disk lists a file from its creation on (the caller's children too:
+    /// `seesPendingVersion`); nobody else sees them.
+    /// Returns the bytes added.
+    private func addPendingEntries(_ request: fuse_req_t, _ parent: Node, _ directory: DirectoryHandle,
+                                   _ buffer: UnsafeMutablePointer<CChar>, _ room: Int, plus: Bool) -> Int {
+        if directory.pendingTail == nil {
+            let pending = activity.pendingSaves(in: parent.id)
+            let requester = pending.isEmpty ? ClaimOwner.process(0) : owner(of: request)
+            directory.pendingTail = pending.filter { seesPendingVersion(of: $0.save, requester) }
+        }
+        guard let tail = directory.pendingTail else { return 0 }
+        var used = 0
+        while directory.pendingSent < tail.count {
+            let (name, save) = tail[directory.pendingSent]
+            let nextOffset = DirectoryHandle.pendingOffset(directory.pendingSent)
+            let added: Int = name.withCString { cName in
+                if plus {
+                    guard let node = nodes.lookUpExisting(save.node.identity, parent: parent, name: name),
+                          let status = try? save.currentStatus() else { return 0 }
+                    var parameters = entry(node, status)
+                    parameters.entry_timeout = 0
+                    parameters.attr_timeout = 0
+                    let needed = fuse_add_direntry_plus(request, buffer + used, room - used, cName, &parameters, nextOffset)
+                    if needed > room - used {
+                        forget(parameters.ino, 1)
+                        return -1
+                    }
+                    return needed
+                }
+                var status = stat()
+                status.st_ino = ino_t(save.node.shownInode)
+                status.st_mode = S_IFREG
+                let needed = fuse_add_direntry(request, buffer + used, room - used, cName, &status, nextOffset)
+                return needed <= room - used ? needed : -1
+            }
+            if added < 0 { break }
+            used += added
+            directory.pendingSent += 1
+            directory.offset = nextOffset
+        }
+        return used
     }
 
     func releasedir(_ request: fuse_req_t, _ file: UnsafeMutablePointer<fuse_file_info>) {

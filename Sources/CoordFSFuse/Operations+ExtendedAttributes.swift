@@ -5,9 +5,10 @@ import CoordFSProtocol
 import SystemPackage
 
 // The four xattr calls. O_PATH descriptors cannot carry xattr calls, so they go to the
-// node's `/proc/self/fd/N` path, which names the very object the node holds.
-// Symlinks: that path would follow the link, and Linux allows no user xattrs on symlinks;
-// they report no attributes and refuse new ones, as the bare disk does for user.*.
+// node's `/proc/self/fd/N` path, which names the very object the node holds. A symlink's
+// own path would follow the link: its calls go to its name in its directory
+// (`/proc/self/fd/DIR/NAME`) without following it, so the backing decides as it does on a
+// plain disk (ext4 refuses user.* on symlinks, and takes trusted.* and security.*).
 
 // Every item also answers `user.coordfs.control` (not listed, not settable): the mount's
 // control socket and the item's path inside the mount, which is how clients find the socket
@@ -24,8 +25,7 @@ extension FileSystem {
     func getxattr(_ request: fuse_req_t, _ id: fuse_ino_t, _ name: UnsafePointer<CChar>, _ size: Int) {
         do throws(Errno) {
             let node = try node(id)
-            if node.isSymlink { throw Errno.noData }
-            if let location = try controlLocation(of: node, asked: name) {
+            if !node.isSymlink, let location = try controlLocation(of: node, asked: name) {
                 if size == 0 {
                     fuse_reply_xattr(request, location.count)
                 } else if size < location.count {
@@ -38,16 +38,16 @@ extension FileSystem {
                 return
             }
             if size == 0 {
-                let needed = try withProcessPath(of: node) { (path) throws(Errno) -> Int in
-                    try Syscall.getExtendedAttribute(path, name, into: UnsafeMutableRawBufferPointer(start: nil, count: 0), followLinks: true)
+                let needed = try withAttributeTarget(of: node) { (path, follow) throws(Errno) -> Int in
+                    try Syscall.getExtendedAttribute(path, name, into: UnsafeMutableRawBufferPointer(start: nil, count: 0), followLinks: follow)
                 }
                 fuse_reply_xattr(request, needed)
                 return
             }
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 1)
             defer { buffer.deallocate() }
-            let length = try withProcessPath(of: node) { (path) throws(Errno) -> Int in
-                try Syscall.getExtendedAttribute(path, name, into: buffer, followLinks: true)
+            let length = try withAttributeTarget(of: node) { (path, follow) throws(Errno) -> Int in
+                try Syscall.getExtendedAttribute(path, name, into: buffer, followLinks: follow)
             }
             fuse_reply_buf(request, buffer.baseAddress?.assumingMemoryBound(to: CChar.self), length)
         } catch {
@@ -58,21 +58,17 @@ extension FileSystem {
     func listxattr(_ request: fuse_req_t, _ id: fuse_ino_t, _ size: Int) {
         do throws(Errno) {
             let node = try node(id)
-            if node.isSymlink {
-                if size == 0 { fuse_reply_xattr(request, 0) } else { fuse_reply_buf(request, nil, 0) }
-                return
-            }
             if size == 0 {
-                let needed = try withProcessPath(of: node) { (path) throws(Errno) -> Int in
-                    try Syscall.listExtendedAttributes(path, into: UnsafeMutableRawBufferPointer(start: nil, count: 0), followLinks: true)
+                let needed = try withAttributeTarget(of: node) { (path, follow) throws(Errno) -> Int in
+                    try Syscall.listExtendedAttributes(path, into: UnsafeMutableRawBufferPointer(start: nil, count: 0), followLinks: follow)
                 }
                 fuse_reply_xattr(request, needed)
                 return
             }
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 1)
             defer { buffer.deallocate() }
-            let length = try withProcessPath(of: node) { (path) throws(Errno) -> Int in
-                try Syscall.listExtendedAttributes(path, into: buffer, followLinks: true)
+            let length = try withAttributeTarget(of: node) { (path, follow) throws(Errno) -> Int in
+                try Syscall.listExtendedAttributes(path, into: buffer, followLinks: follow)
             }
             fuse_reply_buf(request, buffer.baseAddress?.assumingMemoryBound(to: CChar.self), length)
         } catch {
@@ -86,12 +82,11 @@ extension FileSystem {
         let attribute = copyCString(name)
         let bytes = Array(UnsafeRawBufferPointer(start: value, count: size))
         changeExtendedAttributes(request, id) { [self] (node, owner) throws(Errno) in
-            if node.isSymlink { throw Errno.notPermitted }
-            try withAttributePath(of: node, owner: owner) { (path) throws(Errno) in
+            try withAttributePath(of: node, owner: owner) { (path, follow) throws(Errno) in
                 try attribute.withUnsafeBufferPointer { (attribute) -> Result<Void, Errno> in
                     bytes.withUnsafeBytes { (raw) -> Result<Void, Errno> in
                         Result { () throws(Errno) in
-                            try Syscall.setExtendedAttribute(path, attribute.baseAddress!, raw, flags: flags, followLinks: true)
+                            try Syscall.setExtendedAttribute(path, attribute.baseAddress!, raw, flags: flags, followLinks: follow)
                         }
                     }
                 }.get()
@@ -103,10 +98,9 @@ extension FileSystem {
         if isControlAttribute(name) { return reply(request, error: .notPermitted) }
         let attribute = copyCString(name)
         changeExtendedAttributes(request, id) { [self] (node, owner) throws(Errno) in
-            if node.isSymlink { throw Errno.noData }
-            try withAttributePath(of: node, owner: owner) { (path) throws(Errno) in
+            try withAttributePath(of: node, owner: owner) { (path, follow) throws(Errno) in
                 try attribute.withUnsafeBufferPointer { (attribute) -> Result<Void, Errno> in
-                    Result { () throws(Errno) in try Syscall.removeExtendedAttribute(path, attribute.baseAddress!, followLinks: true) }
+                    Result { () throws(Errno) in try Syscall.removeExtendedAttribute(path, attribute.baseAddress!, followLinks: follow) }
                 }.get()
             }
         }
@@ -135,14 +129,30 @@ extension FileSystem {
 
     /// The path xattr calls of `request` go to: the owner's pending version of a file it is
     /// saving (they commit with it), else the node's backing object.
-    private func withAttributePath<R>(of node: Node, owner: ClaimOwner, _ body: (UnsafePointer<CChar>) throws(Errno) -> R) throws(Errno) -> R {
+    private func withAttributePath<R>(of node: Node, owner: ClaimOwner,
+                                      _ body: (UnsafePointer<CChar>, _ followLinks: Bool) throws(Errno) -> R) throws(Errno) -> R {
         if activity.hasSaves, let save = activity.save(of: node), save.owner == owner {
             let current = save.current
             return try withExtendedLifetime(current) { () throws(Errno) -> R in
-                try Syscall.withDescriptorPath(current.raw, prefix: "/proc/self/fd/", body)
+                try Syscall.withDescriptorPath(current.raw, prefix: "/proc/self/fd/") { (path) throws(Errno) -> R in try body(path, true) }
             }
         }
-        return try withProcessPath(of: node, body)
+        return try withAttributeTarget(of: node, body)
+    }
+
+    /// The path xattr calls on `node` go to, and whether they follow a link there: the node's
+    /// `/proc/self/fd/N` for everything but symlinks, a symlink's name in its directory (not followed).
+    private func withAttributeTarget<R>(of node: Node, _ body: (UnsafePointer<CChar>, _ followLinks: Bool) throws(Errno) -> R) throws(Errno) -> R {
+        guard node.isSymlink else { return try withProcessPath(of: node) { (path) throws(Errno) -> R in try body(path, true) } }
+        guard let (directory, name) = nodes.location(of: node) else { throw .noSuchFileOrDirectory }
+        var path = Array("/proc/self/fd/\(directory.directory)/".utf8)
+        path += name.bytes
+        path.append(0)
+        return try withExtendedLifetime(directory) { () throws(Errno) -> R in
+            try path.withUnsafeBytes { (raw) -> Result<R, Errno> in
+                Result { () throws(Errno) -> R in try body(raw.baseAddress!.assumingMemoryBound(to: CChar.self), false) }
+            }.get()
+        }
     }
 }
 

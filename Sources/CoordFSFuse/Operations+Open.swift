@@ -59,11 +59,19 @@ extension FileSystem {
         }
         let nonblocking = flags & O_NONBLOCK != 0
         if opensForChange(flags) {
-            let inPlace = options.inPlace.writesInPlace(path, flags: flags, existing: node, clones: { [self] in stagingClones(node) },
-                                                        reopen: reopen(descriptor:flags:))
+            let byPolicy = coordinatesItself(node)
+                || options.inPlace.writesInPlace(path, flags: flags, existing: node, clones: { [self] in stagingClones(node) },
+                                                 reopen: reopen(descriptor:flags:))
+            // Another owner's save of a locked file goes in place rather than keep this open from its lock call.
+            let (inPlace, lockWatch) = meetLocks(node, requester: owner(of: request), inPlace: byPolicy)
             coordinatedOpen(request, .openForWriting, item, inPlace: inPlace, nonblocking: nonblocking) { [self] held, consent in
+                lockWatch?.stop()
                 // In-place files took their claim for the open only (no claims held), as for each operation.
                 if inPlace {
+                    openInPlace(pending, node, copy, claims: nil, consent: consent, startedAt: path)
+                } else if coordinatesItself(node) {
+                    // It turned out to coordinate itself while this open waited.
+                    if let held { authority.release(held) }
                     openInPlace(pending, node, copy, claims: nil, consent: consent, startedAt: path)
                 } else {
                     openForSave(pending, node, copy, claims: held, consent: consent, startedAt: path)
@@ -105,7 +113,9 @@ extension FileSystem {
         let reader = ClaimOwner.process(origin.pid)
         replyOpen(request, copy, claims: held, consent: .nobodyAsked) { () throws(Errno) -> OpenFile in
             if let save = activity.save(of: node) {
-                if save.owner == reader, !save.hasFailed {
+                // The owner reads its own version; so does a child holding a descriptor of a
+                // file that exists only as that version yet (a new file).
+                if save.owner == reader || (!save.target.exists && seesPendingVersion(of: save, reader)), !save.hasFailed {
                     return OpenFile(node: node, own: nil, save: save, isWriter: false, appends: false, usesPageCache: false,
                                     claims: held, origin: origin)
                 }
@@ -199,6 +209,7 @@ extension FileSystem {
         var info = copy.info
         do throws(Errno) {
             let handle = try make()
+            noteWriter(handle)
             configureCaching(&info, handle)
             handle.attach(to: &info)
             if fuse_reply_open(request.raw, &info) != 0, let handle = OpenFile.take(&info) { releaseHandle(handle) }
@@ -252,7 +263,16 @@ extension FileSystem {
         // A new file has nothing to copy: whether copies clone does not matter.
         let inPlace = options.inPlace.writesInPlace(path, flags: copy.info.flags, existing: nil, clones: { false },
                                                     reopen: reopen(descriptor:flags:))
-        coordinatedOpen(request, .openForWriting, item, inPlace: inPlace, nonblocking: copy.info.flags & O_NONBLOCK != 0) { [self] held, consent in
+        // Another process's new file, not committed yet and locked (a lock file): it goes in
+        // place, which gives it its name, and the kernel looks the name up again (ESTALE) to open it.
+        var lockWatch: LockWatch?
+        if activity.hasPendingNames, let other = activity.pendingSave(PendingName(directory: parent.id, name: fileName)) {
+            let requester = owner(of: request)
+            if yieldsToLocks(other, requester: requester) { return reply(request, error: .staleNFSFileHandle) }
+            lockWatch = watchLocks(of: other.node, requester: requester)
+        }
+        coordinatedOpen(request, .openForWriting, item, inPlace: inPlace, nonblocking: copy.info.flags & O_NONBLOCK != 0) { [self, lockWatch] held, consent in
+            lockWatch?.stop()
             if inPlace {
                 createInPlace(pending, parent, fileName, mode, copy, consent: consent)
             } else {
@@ -331,6 +351,7 @@ extension FileSystem {
             entry.attr_timeout = 0
             let handle = OpenFile(node: node, own: nil, save: save, isWriter: true, appends: info.flags & O_APPEND != 0,
                                   usesPageCache: false, claims: held, origin: origin, consent: consent)
+            noteWriter(handle)
             replyCreate(request, &entry, &info, handle)
         } catch {
             if let leftover = staged.take() { leftover.discard(in: parent.directory) }

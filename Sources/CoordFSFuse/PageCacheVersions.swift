@@ -59,9 +59,11 @@ extension FileSystem {
 
     /// The attributes a reply about `node` tells the kernel, where `status` is what the
     /// requester would see (see above).
+    /// Every reply shows the node's own inode number (`Node.shownInode`), whatever file backs it now.
     func attributesForKernel(_ node: Node, _ status: stat) -> stat {
-        guard node.isRegularFile else { return status }
-        return mappedSaveAttributes(of: node) ?? status
+        var shown = node.isRegularFile ? mappedSaveAttributes(of: node) ?? status : status
+        shown.st_ino = ino_t(node.shownInode)
+        return shown
     }
 
     /// The attributes every reply about `node` carries while its save's owner maps it: the

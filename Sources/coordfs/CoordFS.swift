@@ -25,6 +25,8 @@ struct CoordFS: ParsableCommand {
             main(["mount"] + arguments)
         case .nothingToDo:
             Glibc.exit(0)
+        case .remount(let mountpoint, let readOnly):
+            Glibc.exit(Remount.run(mountpoint: mountpoint, readOnly: readOnly))
         case .failure(let message):
             printError(message)
             Glibc.exit(1)

@@ -46,6 +46,9 @@ struct Mount: ParsableCommand {
     @Flag(help: "Turn kernel caching of attributes, names and pages off (every call reaches the daemon).")
     var noKernelCache = false
 
+    @Flag(help: "Mount read-only: every change fails with EROFS; events and claims are served (mount -o remount,rw makes it writable).")
+    var readOnly = false
+
     @Flag(help: "Use the kernel's writeback cache (small writes are gathered before they reach the daemon).")
     var writebackCache = false
 
@@ -147,6 +150,7 @@ struct Mount: ParsableCommand {
     var mountOptions: MountOptions {
         var options = MountOptions()
         options.allowOther = allowOther
+        options.readOnly = readOnly
         options.attributeTimeout = noKernelCache ? 0 : attrTimeout
         options.entryTimeout = noKernelCache ? 0 : entryTimeout
         options.keepPageCache = !noKernelCache

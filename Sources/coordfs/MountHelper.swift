@@ -20,6 +20,9 @@ enum MountHelperForm {
         case mount([String])
         /// mount(8) asked for a fake mount (`-f`): nothing to do.
         case nothingToDo
+        /// `-o remount,...`: the mount at the path is to become read-only, or read-write again;
+        /// the other options stay as they were (a running daemon cannot take new ones).
+        case remount(mountpoint: String, readOnly: Bool)
         /// Why the line cannot be mounted, in one line.
         case failure(String)
     }
@@ -83,12 +86,14 @@ enum MountHelperForm {
             return .failure("expected SOURCE MOUNTPOINT [-o OPTIONS], as mount(8) gives them; got \(positionals.count) paths")
         }
 
+        let options = optionLists.flatMap { $0.split(separator: ",", omittingEmptySubsequences: true).map(String.init) }
+        // The last of ro and rw wins, as with mount(8).
+        let readOnly = options.last { $0 == "ro" || $0 == "rw" } == "ro"
+        if options.contains("remount") { return .remount(mountpoint: positionals[1], readOnly: readOnly) }
         var translated = positionals
-        for option in optionLists.flatMap({ $0.split(separator: ",", omittingEmptySubsequences: true).map(String.init) }) {
-            if ignoredOptions.contains(option) || ignoredPrefixes.contains(where: option.hasPrefix) { continue }
-            if option == "ro" {
-                return .failure("-o ro: coordfs has no read-only mounts (every write open commits a save); mount the backing read-only instead")
-            }
+        if readOnly { translated.append("--read-only") }
+        for option in options {
+            if ignoredOptions.contains(option) || ignoredPrefixes.contains(where: option.hasPrefix) || option == "ro" { continue }
             let (name, value) = split(option)
             if name == "foreground" { continue } // mount(8) waits for the helper: it must return once mounted
             var candidate = translated + ["--" + String(name.map { $0 == "_" ? "-" : $0 })]

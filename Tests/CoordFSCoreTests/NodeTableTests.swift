@@ -271,3 +271,35 @@ import Testing
         #expect(table.count == 2)
     }
 }
+
+/// A node shows one inode number for its life, whatever file backs it after commits, and no
+/// two live nodes show the same number (a replaced file's number is free for the backing to
+/// hand out again).
+extension NodeTableTests {
+    @Test func aNodeKeepsItsNumberAndNoTwoNodesShareOne() throws {
+        run("echo one > f && echo two > g")
+        let table = try makeTable()
+        let file = try lookUp(table, table.root, "f")
+        let original = file.shownInode
+        #expect(original == file.identity.inode)
+        #expect(table.shownInode(of: file.identity) == original)
+        // A commit puts g's file behind f's node: the node still shows f's number, and g's
+        // file (its real number) is listed as the node's.
+        let replacement = try Syscall.openAt(table.root.directory, "g", Linux.O_PATH | O_NOFOLLOW)
+        let replacementIdentity = FileIdentity(try Syscall.statOfPathDescriptor(replacement.raw))
+        table.replaceBacking(of: file, with: replacement, identity: replacementIdentity)
+        #expect(file.shownInode == original)
+        #expect(table.shownInode(of: replacementIdentity) == original)
+        // The backing hands f's old number to a new file (simulated: an identity with that
+        // number): its node, and a listing before the node exists, show another number.
+        let reused = FileIdentity(device: file.identity.device, inode: original)
+        let listed = table.shownInode(of: reused)
+        #expect(listed != original)
+        run("echo three > h")
+        let other = try lookUp(table, table.root, "h")
+        #expect(other.shownInode != original)
+        // Forgotten, the node's number is free again.
+        table.forget(file.id, count: 1)
+        #expect(table.shownInode(of: reused) == original)
+    }
+}

@@ -345,7 +345,7 @@ import Testing
                 let during = try FileManager.default.contentsOfDirectory(atPath: lower + "/d")
                 #expect(during.filter { $0.hasPrefix(".coordfs-tmp-") }.count == 2, "named temps while in flight: \(during)")
             })
-        #expect(output == "in flight ['existing'] True\nclosed ['existing', 'new'] uncommitted not there yet\n", "\(output)")
+        #expect(output == "in flight ['existing', 'new'] True\nclosed ['existing', 'new'] uncommitted not there yet\n", "\(output)")
         try expectBackingMatchesMount(scratch)
         #expect(try FileManager.default.contentsOfDirectory(atPath: lower + "/d").sorted() == ["existing", "new"])
     }
@@ -357,7 +357,7 @@ import Testing
                 owner 14 new and longer 14
                 other old 3
                 after new and longer 14
-                created True unlisted missing
+                created True True missing
                 renamed fresh missing
                 closed fresh ['f', 'final']
 

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 /// The arrival of the request a thread is serving, for the request-latency metric: a FUSE
@@ -80,6 +81,13 @@ int cfuse_kernel_offers_shared_mmap(void);
 int cfuse_shared_mmap_allowed(void);
 
 /// Copies an incoming write buffer to a file descriptor at an offset; returns bytes or -errno.
+/// Whether the data of a write starts with `length` bytes equal to `prefix` (only data that
+/// came in memory, not spliced through a pipe, is looked at).
+static inline int cfuse_bufvec_starts_with(const struct fuse_bufvec *in, const void *prefix, size_t length) {
+    if (in->count < 1 || (in->buf[0].flags & FUSE_BUF_IS_FD) || in->buf[0].size < length || in->buf[0].mem == NULL) return 0;
+    return memcmp(in->buf[0].mem, prefix, length) == 0;
+}
+
 static inline ssize_t cfuse_write_bufvec_to_fd(struct fuse_bufvec *in, int fd, off_t offset) {
     struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
     out.buf[0].flags = (enum fuse_buf_flags)(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);

@@ -152,6 +152,14 @@ public final class ActivityRegistry: Sendable {
         return state.withLock { $0.pendingNames.keys.contains { $0.directory == directory } }
     }
 
+    /// The files created in `directory` that are not committed yet, by name.
+    public func pendingSaves(in directory: UInt64) -> [(name: FileName, save: Save)] {
+        guard hasPendingNames else { return [] }
+        return state.withLock { state in
+            state.pendingNames.compactMap { key, save in key.directory == directory ? (key.name, save) : nil }
+        }
+    }
+
     /// The file now exists under its name (first commit), or was unlinked: no longer pending.
     public func clearPendingName(of save: Save) {
         state.withLock { state in Self.dropPendingNames(of: save, in: &state, count: pendingNameCount) }

@@ -143,7 +143,7 @@ public struct InPlacePolicy: Sendable {
     static func hasSQLiteHeader(_ descriptor: Int32) -> Bool {
         var header = (UInt64(0), UInt64(0))
         let count = withUnsafeMutableBytes(of: &header) { buffer in (try? Syscall.read(descriptor, into: buffer, at: 0)) ?? 0 }
-        return count == 16 && withUnsafeBytes(of: &header) { Array($0) } == Array("SQLite format 3\0".utf8)
+        return count == 16 && withUnsafeBytes(of: &header) { Array($0) } == DatabaseHeader.sqlite
     }
 
     /// SQLite's companions of a database, mapped and locked by every connection, whatever the

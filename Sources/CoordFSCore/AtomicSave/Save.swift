@@ -119,6 +119,9 @@ public final class Save: Sendable {
         /// Set while appending (then `current` is the committed file, opened for writing, and
         /// `staged` nil).
         var appending: Appending?
+        /// Set once the file turned out to coordinate itself (it is locked, or a database):
+        /// changes go to the committed file itself, as for in-place files.
+        var inPlace = false
     }
 
     /// `appendBoundary`, apart from `state` because readers of the committed version ask for
@@ -235,8 +238,9 @@ public final class Save: Sendable {
                            _ body: (Int32, _ stagedEmpty: Bool) throws(Errno) -> R) throws(Errno) -> R {
         try state.withLock { (state) throws(Errno) -> R in
             if let failure = state.failure { throw failure }
-            if state.discarded {
-                // The file was unlinked: nobody else can reach it, so changes go straight to it.
+            if state.discarded || state.inPlace {
+                // The file was unlinked (nobody else can reach it), or it coordinates itself:
+                // changes go straight to it.
                 if !state.currentIsWritable {
                     state.current = SharedDescriptor(try reopen(state.current.raw, O_RDWR))
                     state.currentIsWritable = true
@@ -371,93 +375,121 @@ public final class Save: Sendable {
     /// `reopen` opens the object behind a descriptor afresh with other flags; `willKeep` hears
     /// the name a conflict copy is about to be linked under. `stillCovered` is asked just
     /// before the backing changes: false refuses the commit (see `CommitReport.fencedOff`).
-    public func commit(durability: Durability, nodes: NodeTable, onlyWithoutWriters: Bool = false,
+    /// `thenInPlace`: the file turned out to coordinate itself (see `writesInPlace`): once
+    /// committed, every later change of this save goes to the file itself.
+    public func commit(durability: Durability, nodes: NodeTable, onlyWithoutWriters: Bool = false, thenInPlace: Bool = false,
                 reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
                 willKeep: (_ directory: Node, FileName) -> Void = { _, _ in },
                 stillCovered: () -> Bool = { true }) throws(Errno) -> CommitReport? {
         try state.withLock { (state) throws(Errno) -> CommitReport? in
-            if onlyWithoutWriters && state.writers > 0 { return nil }
-            if let failure = state.failure { throw failure }
-            if let appending = state.appending, !state.discarded {
-                let found = try? Syscall.stat(at: state.directory.directory, state.name)
-                if found.map(FileIdentity.init) == appending.file { return try commitAppend(appending, durability: durability, nodes: nodes, &state) }
-                if state.nameRemovedThroughMount {
-                    // The owner took the name away: the appended bytes are in the file, which
-                    // the names it has left show, as on a plain disk.
-                    endAppend(appending, &state)
-                    return nil
-                }
-                // Moved, replaced or deleted behind the mount: the append commits as a save would,
-                // from a copy, with what it found kept beside it (see `FoundAtCommit`).
-                do throws(Errno) {
-                    let staged = try staging.stage(in: state.directory, replacing: appending.writable.raw, copyContents: true,
-                                                   owner: nil, mode: 0)
-                    state.current = SharedDescriptor(try Syscall.duplicate(staged.descriptor.raw))
-                    state.staged = consume staged
-                } catch {
-                    state.failure = error
-                    throw error
-                }
-                try endAppendByStaging(appending, &state)
-            }
-            guard !state.discarded, let staged = state.staged.take() else { return nil }
-            let directory = state.directory.directory
-            if !stillCovered() { return try keepFencedOff(staged, &state, nodes: nodes, willKeep: willKeep) }
-            var replacing = state.exists
-            var keptAs: FileName?
-            if state.exists {
-                // The one fstatat a commit costs: what the name names now.
-                let found = try? Syscall.stat(at: directory, state.name)
-                switch FoundAtCommit.classify(found, file: node.identity, baseline: staged.baseline,
-                                              removedThroughTheMount: state.nameRemovedThroughMount) {
-                case .asStaged:
-                    break
-                case .removedThroughTheMount:
-                    return try Self.commitWithoutItsName(staged, of: node, state: &state, nodes: nodes, reopen: reopen)
-                case .goneBehindTheMount:
-                    replacing = false
-                case .changedBehindTheMount:
-                    do throws(Errno) {
-                        let folder = state.directory
-                        keptAs = try ConflictName.keep(state.name, in: directory, willLink: { willKeep(folder, $0) })
-                    } catch .noSuchFileOrDirectory {
-                        replacing = false // deleted meanwhile
-                    } catch {
-                        // Nothing changed in the backing: the outside version stays, the save fails.
-                        state.failure = error
-                        staged.discard(in: directory)
-                        throw error
-                    }
-                }
-            }
-            do throws(Errno) {
-                try staged.commit(in: directory, as: state.name, replacingExistingFile: replacing,
-                                  durability: durability.forCommit(replacingExistingFile: replacing))
-            } catch {
-                state.failure = error
-                staged.discard(in: directory)
-                throw error
-            }
-            state.exists = true
-            if !replacing {
-                // The name is the node's again (a watch of the backing may have seen it deleted
-                // behind the mount, and the node table marked the node unlinked).
-                nodes.moved(node, to: state.directory, name: state.name)
-            }
-            let status = try Syscall.stat(state.current.raw)
-            let identity = FileIdentity(status)
-            var replaced: NodeBacking?
-            if identity != node.identity {
-                replaced = nodes.replaceBacking(of: node, with: try reopen(state.current.raw, Linux.O_PATH), identity: identity)
-            }
-            var report = CommitReport(created: !replacing, path: nodes.path(of: node), size: Int64(status.st_size), replaced: replaced)
-            if let keptAs {
-                let folder = state.directory
-                report.conflict = ConflictCopy(directory: folder, name: keptAs, path: nodes.path(of: folder)?.appending(keptAs))
+            let report = try commitLocked(&state, durability: durability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters,
+                                          reopen: reopen, willKeep: willKeep, stillCovered: stillCovered)
+            if thenInPlace && !state.discarded && state.failure == nil && (!onlyWithoutWriters || state.writers == 0) {
+                try writeInPlaceFromNowOn(&state, reopen: reopen)
             }
             return report
         }
     }
+
+    /// `commit`'s work, under the save's lock.
+    private func commitLocked(_ state: inout State, durability: Durability, nodes: NodeTable, onlyWithoutWriters: Bool,
+                              reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
+                              willKeep: (_ directory: Node, FileName) -> Void,
+                              stillCovered: () -> Bool) throws(Errno) -> CommitReport? {
+        if onlyWithoutWriters && state.writers > 0 { return nil }
+        if let failure = state.failure { throw failure }
+        if let appending = state.appending, !state.discarded {
+            let found = try? Syscall.stat(at: state.directory.directory, state.name)
+            if found.map(FileIdentity.init) == appending.file { return try commitAppend(appending, durability: durability, nodes: nodes, &state) }
+            if state.nameRemovedThroughMount {
+                // The owner took the name away: the appended bytes are in the file, which
+                // the names it has left show, as on a plain disk.
+                endAppend(appending, &state)
+                return nil
+            }
+            // Moved, replaced or deleted behind the mount: the append commits as a save would,
+            // from a copy, with what it found kept beside it (see `FoundAtCommit`).
+            do throws(Errno) {
+                let staged = try staging.stage(in: state.directory, replacing: appending.writable.raw, copyContents: true,
+                                               owner: nil, mode: 0)
+                state.current = SharedDescriptor(try Syscall.duplicate(staged.descriptor.raw))
+                state.staged = consume staged
+            } catch {
+                state.failure = error
+                throw error
+            }
+            try endAppendByStaging(appending, &state)
+        }
+        guard !state.discarded, let staged = state.staged.take() else { return nil }
+        let directory = state.directory.directory
+        if !stillCovered() { return try keepFencedOff(staged, &state, nodes: nodes, willKeep: willKeep) }
+        var replacing = state.exists
+        var keptAs: FileName?
+        if state.exists {
+            // The one fstatat a commit costs: what the name names now.
+            let found = try? Syscall.stat(at: directory, state.name)
+            switch FoundAtCommit.classify(found, file: node.identity, baseline: staged.baseline,
+                                          removedThroughTheMount: state.nameRemovedThroughMount) {
+            case .asStaged:
+                break
+            case .removedThroughTheMount:
+                return try Self.commitWithoutItsName(staged, of: node, state: &state, nodes: nodes, reopen: reopen)
+            case .goneBehindTheMount:
+                replacing = false
+            case .changedBehindTheMount:
+                do throws(Errno) {
+                    let folder = state.directory
+                    keptAs = try ConflictName.keep(state.name, in: directory, willLink: { willKeep(folder, $0) })
+                } catch .noSuchFileOrDirectory {
+                    replacing = false // deleted meanwhile
+                } catch {
+                    // Nothing changed in the backing: the outside version stays, the save fails.
+                    state.failure = error
+                    staged.discard(in: directory)
+                    throw error
+                }
+            }
+        }
+        do throws(Errno) {
+            try staged.commit(in: directory, as: state.name, replacingExistingFile: replacing,
+                              durability: durability.forCommit(replacingExistingFile: replacing))
+        } catch {
+            state.failure = error
+            staged.discard(in: directory)
+            throw error
+        }
+        state.exists = true
+        if !replacing {
+            // The name is the node's again (a watch of the backing may have seen it deleted
+            // behind the mount, and the node table marked the node unlinked).
+            nodes.moved(node, to: state.directory, name: state.name)
+        }
+        let status = try Syscall.stat(state.current.raw)
+        let identity = FileIdentity(status)
+        var replaced: NodeBacking?
+        if identity != node.identity {
+            replaced = nodes.replaceBacking(of: node, with: try reopen(state.current.raw, Linux.O_PATH), identity: identity)
+        }
+        var report = CommitReport(created: !replacing, path: nodes.path(of: node), size: Int64(status.st_size), replaced: replaced)
+        if let keptAs {
+            let folder = state.directory
+            report.conflict = ConflictCopy(directory: folder, name: keptAs, path: nodes.path(of: folder)?.appending(keptAs))
+        }
+        return report
+    }
+
+    /// After a commit: the committed file is what the owner reads and writes from now on.
+    private func writeInPlaceFromNowOn(_ state: inout State, reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor) throws(Errno) {
+        guard !state.inPlace else { return }
+        if !state.currentIsWritable {
+            state.current = SharedDescriptor(try reopen(state.current.raw, O_RDWR))
+            state.currentIsWritable = true
+        }
+        state.inPlace = true
+    }
+
+    /// Whether changes go to the file itself now (see `commit(thenInPlace:)`).
+    public var writesInPlace: Bool { state.withLock { $0.inPlace } }
 
     /// A commit refused by fencing: the staged version is kept beside the file under a conflict
     /// name, the file stays as it is (another host may be writing it), and the save fails with

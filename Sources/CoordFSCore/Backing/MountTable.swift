@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 /// The kernel's table of mounts, as `/proc/self/mountinfo` shows it.
 public struct MountTable: Sendable {
@@ -8,15 +9,32 @@ public struct MountTable: Sendable {
         /// The device's major and minor numbers, as `st_dev` of every file on it encodes them.
         public let major: UInt32
         public let minor: UInt32
+        /// The mount's id (field 1), as /proc/PID/fdinfo's `mnt_id` names it.
+        public let id: Int32
         /// The filesystem's own options (the last field), e.g. `rw,noauto_da_alloc`.
         public let superOptions: String
+        /// The mount's own options (field 6), e.g. `rw,nosuid,nodev,relatime`.
+        public let mountOptions: String
 
-        public init(mountpoint: String, filesystemType: String, major: UInt32 = 0, minor: UInt32 = 0, superOptions: String = "") {
+        public init(mountpoint: String, filesystemType: String, major: UInt32 = 0, minor: UInt32 = 0, superOptions: String = "",
+                    mountOptions: String = "", id: Int32 = -1) {
+            self.id = id
             self.mountpoint = mountpoint
             self.filesystemType = filesystemType
             self.major = major
             self.minor = minor
             self.superOptions = superOptions
+            self.mountOptions = mountOptions
+        }
+
+        /// The flags a remount passes to keep the mount's own options (nosuid, nodev, noexec
+        /// and the atime rule), which a remount without them would clear.
+        public var keptMountFlags: UInt {
+            let flags: [String: UInt] = [
+                "nosuid": UInt(MS_NOSUID), "nodev": UInt(MS_NODEV), "noexec": UInt(MS_NOEXEC), "noatime": UInt(MS_NOATIME),
+                "nodiratime": UInt(MS_NODIRATIME), "relatime": UInt(MS_RELATIME), "strictatime": UInt(MS_STRICTATIME),
+            ]
+            return mountOptions.split(separator: ",").reduce(0) { $0 | (flags[String($1)] ?? 0) }
         }
 
         /// Whether the filesystem's options include `option` (a whole comma-separated word).
@@ -36,7 +54,8 @@ public struct MountTable: Sendable {
             let device = fields[2].split(separator: ":")
             return Entry(mountpoint: Self.unescape(fields[4]), filesystemType: String(fields[separator + 1]),
                          major: device.count == 2 ? UInt32(device[0]) ?? 0 : 0, minor: device.count == 2 ? UInt32(device[1]) ?? 0 : 0,
-                         superOptions: separator + 3 < fields.count ? String(fields[separator + 3]) : "")
+                         superOptions: separator + 3 < fields.count ? String(fields[separator + 3]) : "",
+                         mountOptions: fields.count > 5 ? String(fields[5]) : "", id: Int32(fields[0]) ?? -1)
         }
     }
 
@@ -96,5 +115,33 @@ public struct MountTable: Sendable {
             }
         }
         return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// The mount the kernel made of this daemon's session, as /proc names it (mountinfo's id, and
+/// the device /proc/locks names files by): known once mounted, set once.
+///
+/// Sendable: atomics.
+public final class KernelMountIdentity: Sendable {
+    /// `major << 32 | minor`, plus one; 0 until known.
+    private let packedDevice = Atomic<UInt64>(0)
+    private let mountID = Atomic<Int64>(-1)
+
+    public init() {}
+
+    public func set(id: Int32, major: UInt32, minor: UInt32) {
+        mountID.store(Int64(id), ordering: .relaxed)
+        packedDevice.store((UInt64(major) << 32 | UInt64(minor)) + 1, ordering: .relaxed)
+    }
+
+    public var device: (major: UInt32, minor: UInt32)? {
+        let packed = packedDevice.load(ordering: .relaxed)
+        guard packed != 0 else { return nil }
+        return (UInt32(truncatingIfNeeded: (packed - 1) >> 32), UInt32(truncatingIfNeeded: packed - 1))
+    }
+
+    public var id: Int32? {
+        let value = mountID.load(ordering: .relaxed)
+        return value >= 0 ? Int32(value) : nil
     }
 }

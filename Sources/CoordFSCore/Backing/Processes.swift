@@ -91,6 +91,50 @@ public final class ProcessFacts: Sendable {
         }
     }
 
+    /// Whether the process holds an open descriptor of the file the kernel shows as `inode` on
+    /// the mount `mountID` (mountinfo's first field), from its /proc/PID/fdinfo: what tells a
+    /// child that inherited a descriptor of a file being saved from one that did not. Reads
+    /// one small file per descriptor the process has.
+    public static func holdsOpenFile(_ pid: Int32, mountID: Int32, inode: UInt64) -> Bool {
+        let listing: OwnedDescriptor? = withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { path in
+            guard pid > 0, writeProcPath(pid, "fdinfo", into: path) else { return nil }
+            return try? Syscall.openAt(AT_FDCWD, UnsafePointer(path.baseAddress!), O_RDONLY | O_DIRECTORY)
+        }
+        guard let listing, let stream = try? Syscall.openDirectoryStream(listing.raw) else { return false }
+        defer { closedir(stream) }
+        while let entry = (try? Syscall.readDirectory(stream)) ?? nil {
+            let found = withUnsafePointer(to: &entry.pointee.d_name) { name in
+                name.withMemoryRebound(to: CChar.self, capacity: 256) { name -> Bool in
+                    guard name[0] != UInt8(ascii: ".") else { return false }
+                    guard let info = try? Syscall.openAt(listing.raw, name, O_RDONLY) else { return false }
+                    return withUnsafeTemporaryAllocation(byteCount: 512, alignment: 1) { buffer -> Bool in
+                        guard let count = try? Syscall.read(info.raw, into: buffer, at: 0), count > 0 else { return false }
+                        let text = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+                        return fdinfoField(text, "mnt_id:") == Int64(mountID) && fdinfoField(text, "ino:") == Int64(bitPattern: inode)
+                    }
+                }
+            }
+            if found { return true }
+        }
+        return false
+    }
+
+    /// The number after `key` at the start of a line of fdinfo text.
+    static func fdinfoField(_ text: UnsafeRawBufferPointer, _ key: StaticString) -> Int64? {
+        let keyBytes = UnsafeRawBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount)
+        for line in text.split(separator: UInt8(ascii: "\n")) where line.starts(with: keyBytes) {
+            var value: Int64 = 0
+            var digits = 0
+            for byte in line.dropFirst(keyBytes.count).drop(while: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }) {
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), value < Int64.max / 10 else { break }
+                value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+                digits += 1
+            }
+            return digits > 0 ? value : nil
+        }
+        return nil
+    }
+
     /// The user that owns a process (the owner of its /proc directory), nil when it is gone.
     public static func owner(of pid: Int32) -> UInt32? {
         withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { path -> UInt32? in

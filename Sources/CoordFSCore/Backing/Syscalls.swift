@@ -14,15 +14,18 @@ public enum Syscall {
     /// instead); or, where threads cannot have masks of their own, `mode` less `mask`.
     ///
     /// Each thread first gets a mask of its own (`unshare(CLONE_FS)`, once per thread), so
-    /// that callers served at the same time on other threads do not see each other's.
-    /// Precondition: the process's own umask is 0 (as a mount sets it), since a mask that
-    /// clears none of `mode`'s bits is not set at all.
+    /// that callers served at the same time on other threads do not see each other's. The
+    /// mask is set for every call, even one that clears no bit: a thread's mask is whatever
+    /// the daemon started with (the shell's, often 022), never known to be 0.
     public static func withCreationMask<R: ~Copyable>(_ mask: mode_t, mode: mode_t,
                                                       _ body: (mode_t) throws(Errno) -> R) throws(Errno) -> R {
-        guard mask & mode & 0o777 != 0 else { return try body(mode) }
         guard csys_unshare_fs_once() == 0 else { return try body(mode & ~mask) }
-        let previous = umask(mask)
-        defer { umask(previous) }
+        umask(mask)
+        // Back to 0, not to what it was: the daemon's other creations (temps made ahead, staged
+        // copies) must never be masked, and a thread's own mask may have been copied from
+        // another's in the middle of a create (a thread started from an unshared one shares its
+        // mask until it unshares itself).
+        defer { umask(0) }
         return try body(mode)
     }
 
@@ -107,6 +110,12 @@ public enum Syscall {
             buffer[length + digits] = 0
             return try body(buffer.baseAddress!)
         }
+    }
+
+    /// Remounts the mount at `path` with `flags` (MS_REMOUNT is added): read-only or
+    /// read-write, keeping the mount's other flags only if `flags` names them.
+    public static func remount(_ path: String, flags: UInt) throws(Errno) {
+        _ = try check(Glibc.mount(nil, path, nil, flags | UInt(MS_REMOUNT), nil))
     }
 
     // MARK: Metadata

@@ -27,6 +27,10 @@ public final class NodeBacking: Sendable {
 /// the rest is guarded by the owning `NodeTable`'s lock and only read or written inside it.
 public final class Node: @unchecked Sendable {
     public let id: UInt64
+    /// The inode number programs see for the node, for its whole life: the backing's when the
+    /// node was made. A commit gives the node another backing file, but on a plain disk the
+    /// file saved is the same file (stat, /proc/locks, hard-link checks), so the number stays.
+    public let shownInode: UInt64
     /// `st_mode & S_IFMT` of the backing object; a node never changes type.
     public let fileType: mode_t
     /// The descriptor of a directory node: directories are never replaced by commits, so it
@@ -54,8 +58,10 @@ public final class Node: @unchecked Sendable {
     /// when it is clear, as it almost always is (see `NodeTable.settleLinks`).
     fileprivate let linksUnknown = Atomic<Bool>(false)
 
-    fileprivate init(id: UInt64, identity: FileIdentity, fileType: mode_t, descriptor: consuming OwnedDescriptor, parent: Node?, name: FileName, lookupCount: UInt64) {
+    fileprivate init(id: UInt64, identity: FileIdentity, shownInode: UInt64, fileType: mode_t, descriptor: consuming OwnedDescriptor,
+                     parent: Node?, name: FileName, lookupCount: UInt64) {
         self.id = id
+        self.shownInode = shownInode
         self.fileType = fileType
         self.directory = fileType == S_IFDIR ? descriptor.raw : -1
         self.current = Mutex(NodeBacking(descriptor: descriptor, identity: identity))
@@ -103,6 +109,31 @@ public final class NodeTable: Sendable {
         /// rename of a name is about, without a stat of the backing.
         var byName: [NameKey: Node] = [:]
         var nextID: UInt64 = NodeTable.rootID + 1
+        /// The live nodes whose shown inode number is not their backing's (a commit replaced
+        /// their file, or their own number was taken), by that number: a new node whose backing
+        /// has the number must show another, or two files would pass for one.
+        var shownApart: [UInt64: Node] = [:]
+
+        /// The number a new node for `identity` shows: the backing's, unless a node shows it
+        /// already (`NodeTable.substitute`).
+        func numberForNewNode(_ identity: FileIdentity) -> UInt64 {
+            var number = identity.inode
+            var attempt: UInt64 = 1
+            while shownApart[number] != nil || (number != identity.inode && byIdentity[FileIdentity(device: identity.device, inode: number)] != nil) {
+                number = NodeTable.substitute(for: identity.inode, attempt: attempt)
+                attempt += 1
+            }
+            return number
+        }
+
+        /// Keeps `shownApart` in step with the node's backing.
+        mutating func noteShownNumber(of node: Node, backing: FileIdentity) {
+            if node.shownInode == backing.inode {
+                if shownApart[node.shownInode] === node { shownApart[node.shownInode] = nil }
+            } else {
+                shownApart[node.shownInode] = node
+            }
+        }
 
         /// Gives `node` a new place (nil parent: none), keeping `byName` in step.
         mutating func place(_ node: Node, parent: Node?, name: FileName) {
@@ -129,7 +160,16 @@ public final class NodeTable: Sendable {
         let name: FileName
     }
 
+    /// Another number for inode `number` when a live node shows it already: the high byte
+    /// changed, far above what filesystems hand out, so it meets no real inode in practice.
+    static func substitute(for number: UInt64, attempt: UInt64) -> UInt64 {
+        number ^ ((attempt & 0xFF) << 56)
+    }
+
     public let root: Node
+    /// Live nodes shown under a number other than their backing's (see `State.shownApart`);
+    /// lets listings skip the lock while there are none.
+    private let shownApartCount = Atomic<Int>(0)
     /// Guards every node's lookup count, parent, name and unlinked flag, and the maps. Lock
     /// order 3 (Docs/LOCKING.md): while held, only nodes' backing locks may be taken; never
     /// held across a system call (link counts are read outside it, see `settleLinks`).
@@ -138,7 +178,7 @@ public final class NodeTable: Sendable {
     /// Creates the table around the backing root, given as an `O_PATH` descriptor.
     public init(root descriptor: consuming OwnedDescriptor) throws(Errno) {
         let status = try Syscall.statOfPathDescriptor(descriptor.raw)
-        let root = Node(id: NodeTable.rootID, identity: FileIdentity(status), fileType: status.st_mode & S_IFMT,
+        let root = Node(id: NodeTable.rootID, identity: FileIdentity(status), shownInode: UInt64(status.st_ino), fileType: status.st_mode & S_IFMT,
                         descriptor: descriptor, parent: nil, name: .empty, lookupCount: 1)
         self.root = root
         var initial = State()
@@ -162,6 +202,17 @@ public final class NodeTable: Sendable {
             guard let node = state.byIdentity[identity] else { return nil }
             Self.countLookup(node, parent: parent, name: name, in: &state)
             return node
+        }
+    }
+
+    /// The inode number a listing shows for the entry whose backing object is `identity`: its
+    /// node's when it has one, so that a listing and a stat agree (`Node.shownInode`); a number
+    /// no node shows otherwise.
+    public func shownInode(of identity: FileIdentity) -> UInt64 {
+        guard shownApartCount.load(ordering: .relaxed) > 0 else { return identity.inode }
+        return state.withLock { state in
+            if let node = state.byIdentity[identity] { return node.shownInode }
+            return state.numberForNewNode(identity)
         }
     }
 
@@ -208,11 +259,13 @@ public final class NodeTable: Sendable {
                 Self.countLookup(existing, parent: parent, name: name, in: &state)
                 return existing
             }
-            let node = Node(id: state.nextID, identity: identity, fileType: status.st_mode & S_IFMT,
+            let node = Node(id: state.nextID, identity: identity, shownInode: state.numberForNewNode(identity), fileType: status.st_mode & S_IFMT,
                             descriptor: incoming.take()!, parent: parent, name: name, lookupCount: 1)
             state.nextID += 1
             state.byID[node.id] = node
             state.byIdentity[identity] = node
+            state.noteShownNumber(of: node, backing: identity)
+            shownApartCount.store(state.shownApart.count, ordering: .relaxed)
             state.byName[NameKey(parent: parent.id, name: name)] = node
             return node
         }
@@ -233,6 +286,10 @@ public final class NodeTable: Sendable {
             guard node.lookupCount == 0 else { return nil }
             state.byID[id] = nil
             if state.byIdentity[node.identity] === node { state.byIdentity[node.identity] = nil }
+            if state.shownApart[node.shownInode] === node {
+                state.shownApart[node.shownInode] = nil
+                shownApartCount.store(state.shownApart.count, ordering: .relaxed)
+            }
             state.place(node, parent: nil, name: .empty)
             return node
         }
@@ -268,7 +325,11 @@ public final class NodeTable: Sendable {
             let previous = node.backing
             if let expected, previous.identity != expected { return nil }
             if state.byIdentity[previous.identity] === node { state.byIdentity[previous.identity] = nil }
-            if state.byID[node.id] === node { state.byIdentity[backing.identity] = node }
+            if state.byID[node.id] === node {
+                state.byIdentity[backing.identity] = node
+                state.noteShownNumber(of: node, backing: backing.identity)
+                shownApartCount.store(state.shownApart.count, ordering: .relaxed)
+            }
             node.replaceBacking(with: backing)
             return previous
         }
