@@ -18,13 +18,19 @@ import Testing
 
     /// `mount -t fuse.coordfs` and an fstab line (with nofail, _netdev, noauto and
     /// x-systemd.* among the options) mount for real with their options mapped to
-    /// `coordfs mount`'s; umount(8) unmounts and ends the daemon; an unknown option, `ro` or a
-    /// bad value fails with one line and mounts nothing; `mount -t coordfs` does the same
-    /// through mount.coordfs, and `-s` skips the options it does not know.
+    /// `coordfs mount`'s; umount(8) unmounts and ends the daemon; an unknown option or a bad
+    /// value fails with one line and mounts nothing; `-o ro` mounts read-only (EROFS, claims
+    /// for reading served), and `-o remount,rw` and `-o remount,ro` switch it (refused while a
+    /// writer is open); `mount -t coordfs` does the same through mount.coordfs, and `-s` skips
+    /// the options it does not know.
     @Test func mountCommandAndFstab() throws {
         let output = try Self.python("mountCommandAndFstab")
-        #expect(output.components(separatedBy: "unmounted by umount(8)").count - 1 == 4, "\(output)")
-        #expect(output.components(separatedBy: "refused:").count - 1 == 4, "\(output)")
+        #expect(output.components(separatedBy: "unmounted by umount(8)").count - 1 == 5, "\(output)")
+        #expect(output.components(separatedBy: "refused:").count - 1 == 3, "\(output)")
+        #expect(output.contains("read-only: Read-only file system ro"), "\(output)")
+        #expect(output.contains("remounted read-write: written"), "\(output)")
+        #expect(output.contains("remount,ro with a writer open fails True True"), "\(output)")
+        #expect(output.contains("remounted read-only: Read-only file system 1"), "\(output)")
     }
 
     /// READY=1 (with MAINPID) comes only once the mount answers, STATUS= follows the claims

@@ -40,7 +40,33 @@ with Placed('/usr/local/bin/coordfs'):
         check_unmounts(s)
 
         check_refused(s, mount('-t', 'fuse.coordfs', s.backing, s.mountpoint, '-o', 'allow_other,bogus_option=3'), 'bogus_option')
-        check_refused(s, mount('-t', 'fuse.coordfs', s.backing, s.mountpoint, '-o', 'ro'), 'read-only')
+        # Read-only, and back: the kernel refuses changes with EROFS; reads, claims for reading
+        # and status are served; remount,ro waits for no writer (EBUSY while one is open).
+        result = mount('-t', 'fuse.coordfs', s.backing, s.mountpoint, '-o', 'ro')
+        assert result.returncode == 0, result
+        check_mounted(s, ['--read-only'])
+        hello = os.path.join(s.mountpoint, 'hello')
+        written = os.path.join(s.mountpoint, 'written')
+        def write_error():
+            try:
+                with open(written, 'a') as f: f.write('more\n')
+                return 'written'
+            except OSError as e:
+                return os.strerror(e.errno)
+        print('read-only:', write_error(), ','.join(sorted(subprocess.run(['findmnt', '-no', 'OPTIONS', s.mountpoint], capture_output=True, text=True).stdout.strip().split(',')[:1])))
+        claimed = subprocess.run(['/usr/local/bin/coordfs', 'exec', '--read', hello, '--', 'cat', hello], capture_output=True, text=True)
+        assert claimed.returncode == 0 and claimed.stdout == 'hi\n', claimed
+        result = mount('-o', 'remount,rw', s.mountpoint)
+        assert result.returncode == 0, result
+        print('remounted read-write:', write_error())
+        writer = open(written, 'a')
+        busy = mount('-o', 'remount,ro', s.mountpoint)
+        print('remount,ro with a writer open fails', busy.returncode != 0, busy.stderr.strip().count('\n') == 0)
+        writer.close()
+        result = mount('-o', 'remount,ro', s.mountpoint)
+        assert result.returncode == 0, result
+        print('remounted read-only:', write_error(), open(written).read().count('more'))
+        check_unmounts(s)
         check_refused(s, mount('-t', 'fuse.coordfs', s.backing, s.mountpoint, '-o', 'durability=sometimes'), 'durability')
 
         fstab = os.path.join(s.root, 'fstab')
