@@ -25,9 +25,10 @@ final class SaveHandles: Sendable {
         }
     }
 
-    /// Who opened the first handle writing through `save`.
-    func origin(of save: Save) -> ChangeOrigin? {
-        bySave.withLock { $0[ObjectIdentifier(save)]?.origin }
+    /// Who opened the first handle writing through `save`, and the claims of the first that
+    /// still holds any (what a commit checks with other hosts: fencing).
+    func first(of save: Save) -> (origin: ChangeOrigin?, claims: HeldClaims?) {
+        bySave.withLock { map in (map[ObjectIdentifier(save)]?.origin, map[ObjectIdentifier(save)]?.claims.first) }
     }
 
     /// Takes the claims of `save`'s handles (each handle's release lets them go again, which
@@ -77,7 +78,8 @@ extension FileSystem {
         guard !save.writesInPlace else { return }
         let owner: Int32 = if case .process(let pid) = save.owner { pid } else { 0 }
         do throws(Errno) {
-            try commit(save, origin: saveHandles.origin(of: save) ?? ChangeOrigin(pid: owner, uid: 0), under: nil, thenInPlace: true)
+            let (origin, claims) = saveHandles.first(of: save)
+            try commit(save, origin: origin ?? ChangeOrigin(pid: owner, uid: 0), under: claims, thenInPlace: true)
             logger.info("the file coordinates itself: written in place from now on", metadata: [
                 "path": "\(nodes.path(of: save.node)?.description ?? "?")", "owner": "\(save.owner)",
             ])

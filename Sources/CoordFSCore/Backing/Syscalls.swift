@@ -16,16 +16,14 @@ public enum Syscall {
     /// Each thread first gets a mask of its own (`unshare(CLONE_FS)`, once per thread), so
     /// that callers served at the same time on other threads do not see each other's. The
     /// mask is set for every call, even one that clears no bit: a thread's mask is whatever
-    /// the daemon started with (the shell's, often 022), never known to be 0.
+    /// the daemon started with, or one copied from another thread in the middle of a create (a
+    /// thread started from an unshared one shares its mask until it unshares itself), never
+    /// known to be 0.
     public static func withCreationMask<R: ~Copyable>(_ mask: mode_t, mode: mode_t,
                                                       _ body: (mode_t) throws(Errno) -> R) throws(Errno) -> R {
         guard csys_unshare_fs_once() == 0 else { return try body(mode & ~mask) }
-        umask(mask)
-        // Back to 0, not to what it was: the daemon's other creations (temps made ahead, staged
-        // copies) must never be masked, and a thread's own mask may have been copied from
-        // another's in the middle of a create (a thread started from an unshared one shares its
-        // mask until it unshares itself).
-        defer { umask(0) }
+        let previous = umask(mask)
+        defer { umask(previous) }
         return try body(mode)
     }
 
