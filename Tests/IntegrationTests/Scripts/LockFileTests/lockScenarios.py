@@ -108,6 +108,7 @@ fcntl.flock(fd, fcntl.LOCK_UN)
 os.close(fd)
 for w in waiters: w.join()
 print('turns', sorted(content('turns').split()))
+os.unlink('turns') # the waiters' order is the scheduler's, on either side
 
 # OFD locks: advice with F_OFD_GETLK between processes, F_OFD_SETLK refused, F_OFD_SETLKW waits.
 def flock_struct(kind, start=0, length=0): return struct.pack('hhxxxxqqixxxx', kind, 0, start, length, 0)
