@@ -5,8 +5,9 @@ import CoordFSCore
 // The low-level operations table: thin C-callable trampolines from libfuse into FileSystem.
 // They live in this library (not in main.swift) so they are nonisolated: libfuse calls
 // them on its worker threads. Locks are left out on purpose: without getlk/setlk/flock the
-// kernel keeps POSIX and flock locks itself, on the inode the mount shows, for every process
-// using the mount, and a blocked locker never holds one of our worker threads.
+// kernel keeps POSIX, OFD and flock locks itself, on the inode the mount shows, for every
+// process using the mount, and a blocked locker never holds one of our worker threads. The
+// daemon learns of them from /proc/locks where it must (SelfCoordinatingFiles.swift).
 
 extension FileSystem {
     static func makeOperations() -> fuse_lowlevel_ops {
