@@ -63,7 +63,7 @@ extension FileSystem {
                 || options.inPlace.writesInPlace(path, flags: flags, existing: node, clones: { [self] in stagingClones(node) },
                                                  reopen: reopen(descriptor:flags:))
             // Another owner's save of a locked file goes in place rather than keep this open from its lock call.
-            let (inPlace, lockWatch) = meetLocks(node, requester: owner(of: request), inPlace: byPolicy)
+            let (inPlace, lockWatch) = meetLocks(node, request, inPlace: byPolicy)
             coordinatedOpen(request, .openForWriting, item, inPlace: inPlace, nonblocking: nonblocking) { [self] held, consent in
                 lockWatch?.stop()
                 // In-place files took their claim for the open only (no claims held), as for each operation.

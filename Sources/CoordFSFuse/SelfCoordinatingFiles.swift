@@ -66,16 +66,16 @@ extension FileSystem {
     /// locked, the save goes in place (its claims let go) and true is returned.
     func yieldsToLocks(_ save: Save, requester: ClaimOwner) -> Bool {
         guard save.owner != requester, selfCoordinating.isLocked(inode: save.node.shownInode) else { return false }
-        turnInPlace(save)
-        return true
+        return turnInPlace(save)
     }
 
     /// The file of `save` coordinates itself: the save commits what it has, changes go to the
     /// file itself from now on, and the claims of its handles go, so that other writers reach
-    /// their own lock calls (or the database's) at once.
-    func turnInPlace(_ save: Save) {
-        selfCoordinating.insert(save.node)
-        guard !save.writesInPlace else { return }
+    /// their own lock calls (or the database's) at once. False when the commit failed (ENOSPC,
+    /// EIO): the save stays a save, and the node is not marked.
+    @discardableResult
+    func turnInPlace(_ save: Save) -> Bool {
+        guard !save.writesInPlace else { return true }
         let owner: Int32 = if case .process(let pid) = save.owner { pid } else { 0 }
         do throws(Errno) {
             let (origin, claims) = saveHandles.first(of: save)
@@ -87,10 +87,12 @@ extension FileSystem {
             logger.error("cannot commit a save that goes in place; it stays a save", metadata: [
                 "path": "\(nodes.path(of: save.node)?.description ?? "?")", "error": "\(error)",
             ])
-            return
+            return false
         }
+        selfCoordinating.insert(save.node)
         // Only now: a handle noted from here on finds the save in place and lets go itself (`noteWriter`).
         for held in saveHandles.takeClaims(of: save) { authority.release(held) }
+        return true
     }
 
     /// A handle writing through a save was opened: its claims are the save's to let go of when
@@ -120,9 +122,11 @@ extension FileSystem {
     /// An open that meets a file another owner saves: when it is locked, the save goes in
     /// place at once and the open does too; else the locks are watched while the open waits.
     /// Returns whether the open goes in place now, and the watch to stop once it goes on.
-    func meetLocks(_ node: Node, requester: ClaimOwner, inPlace: Bool) -> (inPlace: Bool, watch: LockWatch?) {
+    func meetLocks(_ node: Node, _ request: fuse_req_t, inPlace: Bool) -> (inPlace: Bool, watch: LockWatch?) {
         if inPlace || !node.isRegularFile || !activity.hasSaves { return (inPlace, nil) }
-        if let save = activity.save(of: node), yieldsToLocks(save, requester: requester) { return (true, nil) }
+        guard let save = activity.save(of: node) else { return (false, nil) }
+        let requester = owner(of: request)
+        if yieldsToLocks(save, requester: requester) { return (true, nil) }
         return (false, watchLocks(of: node, requester: requester))
     }
 }
