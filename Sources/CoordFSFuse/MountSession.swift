@@ -150,7 +150,7 @@ public final class MountSession {
 
     /// Mounts and installs SIGINT/SIGTERM/SIGHUP handlers that end the loop.
     /// Tells the mount which id and device the kernel gave it, as /proc names them (locks in
-    /// /proc/locks, open files in /proc/PID/fdinfo): from the mount's line in mountinfo (the mountpoint is
+    /// locks and open files in /proc/PID/fdinfo): from the mount's line in mountinfo (the mountpoint is
     /// canonical: the command line resolved it).
     private func noteMountDevice() {
         guard let entry = MountTable.current().entries.last(where: { $0.mountpoint == mountpoint && $0.filesystemType == "fuse.coordfs" }) else {

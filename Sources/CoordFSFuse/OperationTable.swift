@@ -7,7 +7,7 @@ import CoordFSCore
 // them on its worker threads. Locks are left out on purpose: without getlk/setlk/flock the
 // kernel keeps POSIX, OFD and flock locks itself, on the inode the mount shows, for every
 // process using the mount, and a blocked locker never holds one of our worker threads. The
-// daemon learns of them from /proc/locks where it must (SelfCoordinatingFiles.swift).
+// daemon learns of them from /proc/PID/fdinfo where it must (SelfCoordinatingFiles.swift).
 
 extension FileSystem {
     static func makeOperations() -> fuse_lowlevel_ops {

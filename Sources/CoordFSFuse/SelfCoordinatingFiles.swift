@@ -51,9 +51,9 @@ final class SaveHandles: Sendable {
 // is opened for writing and then locked; a second process opens it too and calls flock or
 // fcntl, and the lock decides who waits. With the first process's open holding a write claim
 // until its close, the second would wait in open, never reaching its lock call. So when an
-// open for writing meets another owner's save of a file that is locked (the kernel keeps
-// flock, POSIX and OFD locks of the mount itself, on the inode, and lists them in
-// /proc/locks), or when a save writes an SQLite header, the save commits what it has and
+// open for writing meets another owner's save of a file that owner has locked (the kernel
+// keeps flock, POSIX and OFD locks of the mount itself, on the inode, and lists the locks
+// taken through each descriptor in /proc/PID/fdinfo), or when a save writes an SQLite header, the save commits what it has and
 // goes on in place, its claims let go: the file is written in place from then on, with claims
 // per operation, by everyone (see `SelfCoordinatingFiles`).
 extension FileSystem {
@@ -62,10 +62,11 @@ extension FileSystem {
         selfCoordinating.contains(node)
     }
 
-    /// For an open for writing by `requester` of a file another owner saves: when the file is
-    /// locked, the save goes in place (its claims let go) and true is returned.
+    /// For an open for writing by `requester` of a file another owner saves: when the save's
+    /// owner has locked the file, the save goes in place (its claims let go) and true is returned.
     func yieldsToLocks(_ save: Save, requester: ClaimOwner) -> Bool {
-        guard save.owner != requester, selfCoordinating.isLocked(inode: save.node.shownInode) else { return false }
+        guard save.owner != requester, case .process(let owner) = save.owner,
+              selfCoordinating.isLocked(inode: save.node.shownInode, byProcess: owner) else { return false }
         return turnInPlace(save)
     }
 
@@ -104,7 +105,7 @@ extension FileSystem {
     }
 
     /// While an open for writing by `requester` may wait for another owner's save of `node`,
-    /// looks at the kernel's locks now and then: when the save's owner locks the file after
+    /// looks at the owner's locks now and then: when the save's owner locks the file after
     /// the open began waiting, the save goes in place and the wait ends. Stops by itself when
     /// the save ends, when the claim timeout passes, or with `LockWatch.stop`. Nil when no
     /// other owner saves the node.

@@ -2,7 +2,8 @@ import Glibc
 import Testing
 @testable import CoordFSCore
 
-/// /proc/locks as the kernel writes it, and a lock taken here found there.
+/// Lock lines as the kernel writes them (/proc/locks, fdinfo), and a lock this process takes
+/// found among its own descriptors, not another process's.
 @Suite struct KernelLocksTests {
     @Test func linesOfEveryKindAreRead() {
         let text = """
@@ -21,7 +22,7 @@ import Testing
         #expect(KernelLocks.lockedFiles(in: Array("garbage\n1: POSIX x:y:z\n".utf8)).isEmpty)
     }
 
-    @Test func aLockTakenHereIsListed() throws {
+    @Test func aLockTakenHereIsFoundAmongThisProcesssDescriptors() throws {
         var template = Array("/tmp/coordfs-locks-XXXXXX".utf8CString)
         let path = String(cString: try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }))
         defer { _ = system("rm -rf \(path)") }
@@ -31,16 +32,15 @@ import Testing
         var status = stat()
         fstat(descriptor, &status)
         let major = UInt32((status.st_dev >> 8) & 0xfff), minor = UInt32((status.st_dev & 0xff) | ((status.st_dev >> 12) & 0xfff00))
-        let mine = KernelLocks.LockedFile(major: major, minor: minor, inode: UInt64(status.st_ino))
-        #expect(!KernelLocks.read().contains(mine))
-        #expect(flock(descriptor, LOCK_EX) == 0)
-        #expect(KernelLocks.read().contains(mine))
         let mount = KernelMountIdentity()
         let files = SelfCoordinatingFiles(mount: mount)
-        #expect(!files.isLocked(inode: UInt64(status.st_ino)), "the device is not known yet")
+        #expect(!files.isLocked(inode: UInt64(status.st_ino), byProcess: getpid()), "the device is not known yet")
         mount.set(id: 1, major: major, minor: minor)
-        #expect(files.isLocked(inode: UInt64(status.st_ino)))
+        #expect(!files.isLocked(inode: UInt64(status.st_ino), byProcess: getpid()))
+        #expect(flock(descriptor, LOCK_EX) == 0)
+        #expect(files.isLocked(inode: UInt64(status.st_ino), byProcess: getpid()))
+        #expect(!files.isLocked(inode: UInt64(status.st_ino), byProcess: getppid()), "another process holds no lock on it")
         flock(descriptor, LOCK_UN)
-        #expect(!files.isLocked(inode: UInt64(status.st_ino)))
+        #expect(!files.isLocked(inode: UInt64(status.st_ino), byProcess: getpid()))
     }
 }

@@ -29,4 +29,21 @@ import Testing
             }
         }
     }
+
+    /// A user who may only read a file holds a lock on it: another user's save of the file
+    /// stays a save (its half is never committed, a second writer waits for it), as before
+    /// locks counted; the saver's own lock turns it in place. As root and nobody.
+    @Test func aReadersLockDoesNotTurnAnotherUsersSave() throws {
+        try withMount(["--allow-other"]) { scratch in
+            let result = try run(["python3", pythonScript("LockFileTests/aReadersLockDoesNotTurnAnotherUsersSave")], in: scratch.mountpoint)
+            #expect(result.status == 0 && result.errors.isEmpty, "\(result)")
+            #expect(result.output == """
+                only the reader locks second writer EAGAIN readers see b'original'
+                after the close b'half and whole'
+                saver locks second writer opened readers see b'half'
+                after the close b'half and whole'
+
+                """, "\(result)")
+        }
+    }
 }

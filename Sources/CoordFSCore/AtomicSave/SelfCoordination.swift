@@ -1,7 +1,7 @@
 import Glibc
 import Synchronization
 
-/// The files whose programs coordinate themselves: a file someone holds a lock on (`flock`,
+/// The files whose programs coordinate themselves: a file its writer holds a lock on (`flock`,
 /// POSIX or OFD locks) while another program wants to write it, or a database (SQLite writes
 /// its header to the first page). Their writers go in place, with claims per operation, so
 /// that the lock, not a claim held from open to close, decides who waits: a second process
@@ -14,7 +14,7 @@ public final class SelfCoordinatingFiles: Sendable {
     private let nodes = Mutex<Set<UInt64>>([])
     /// Lets the common case (none) skip the lock.
     private let count = Atomic<Int>(0)
-    /// The mount's device, as /proc/locks names the files locked on it.
+    /// The mount's device, as lock lines name the files locked on it.
     private let mount: KernelMountIdentity
 
     public init(mount: KernelMountIdentity) {
@@ -42,15 +42,19 @@ public final class SelfCoordinatingFiles: Sendable {
         }
     }
 
-    /// Whether any process holds or waits for a lock on the file the kernel shows as `inode`
-    /// on this mount, as the kernel's /proc/locks lists them. False while the device is unknown.
-    public func isLocked(inode: UInt64) -> Bool {
+    /// Whether process `pid` holds a lock (flock, POSIX or OFD) on the file the kernel shows as
+    /// `inode` on this mount, as its /proc/PID/fdinfo lists the locks taken through each of its
+    /// descriptors. Only the save's own writer counts: a lock anyone may take with a read-only
+    /// descriptor must not change how another user's save commits (a user holds back only what
+    /// it may change). False while the device is unknown.
+    public func isLocked(inode: UInt64, byProcess pid: Int32) -> Bool {
         guard let (major, minor) = mount.device else { return false }
-        return KernelLocks.read().contains { $0.major == major && $0.minor == minor && $0.inode == inode }
+        let file = KernelLocks.LockedFile(major: major, minor: minor, inode: inode)
+        return ProcessFacts.anyDescriptor(of: pid) { text in KernelLocks.lockedFiles(in: Array(text)).contains(file) }
     }
 }
 
-/// The locks the kernel lists in /proc/locks: one line a lock or waiter, as
+/// Lock lines as the kernel writes them in /proc/locks and, after `lock:`, in /proc/PID/fdinfo:
 /// `1: POSIX  ADVISORY  WRITE 1234 00:2f:123456 0 EOF` (a waiter's line has `->` after the
 /// number); the file is `major:minor:inode`, the first two in hex.
 public enum KernelLocks {
@@ -60,7 +64,8 @@ public enum KernelLocks {
         public let inode: UInt64
     }
 
-    /// The files named in /proc/locks text, in order (a file appears once per lock or waiter).
+    /// The files named in lock lines, in order (a file appears once per lock or waiter);
+    /// fdinfo's other lines (`pos:`, `mnt_id:`, `ino:`...) name none.
     public static func lockedFiles(in text: [UInt8]) -> [LockedFile] {
         var files: [LockedFile] = []
         for line in text.split(separator: UInt8(ascii: "\n")) {
@@ -90,19 +95,6 @@ public enum KernelLocks {
             value = times + digit
         }
         return value
-    }
-
-    /// The locks held and waited for now; none when /proc/locks cannot be read.
-    public static func read() -> [LockedFile] {
-        guard let file = try? Syscall.openAt(AT_FDCWD, "/proc/locks", O_RDONLY) else { return [] }
-        var text: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16_384)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { buffer in (try? Syscall.read(file.raw, into: buffer, at: off_t(text.count))) ?? 0 }
-            if count <= 0 { break }
-            text += chunk[..<count]
-        }
-        return lockedFiles(in: text)
     }
 }
 

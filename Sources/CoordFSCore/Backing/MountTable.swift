@@ -119,7 +119,7 @@ public struct MountTable: Sendable {
 }
 
 /// The mount the kernel made of this daemon's session, as /proc names it (mountinfo's id, and
-/// the device /proc/locks names files by): known once mounted, set once.
+/// the device lock lines name files by): known once mounted, set once.
 ///
 /// Sendable: atomics.
 public final class KernelMountIdentity: Sendable {

@@ -93,9 +93,17 @@ public final class ProcessFacts: Sendable {
 
     /// Whether the process holds an open descriptor of the file the kernel shows as `inode` on
     /// the mount `mountID` (mountinfo's first field), from its /proc/PID/fdinfo: what tells a
-    /// child that inherited a descriptor of a file being saved from one that did not. Reads
-    /// one small file per descriptor the process has.
+    /// child that inherited a descriptor of a file being saved from one that did not.
     public static func holdsOpenFile(_ pid: Int32, mountID: Int32, inode: UInt64) -> Bool {
+        anyDescriptor(of: pid) { text in
+            fdinfoField(text, "mnt_id:") == Int64(mountID) && fdinfoField(text, "ino:") == Int64(bitPattern: inode)
+        }
+    }
+
+    /// Whether `matches` holds for the /proc/PID/fdinfo text of any of the process's
+    /// descriptors (at most 4 KiB of each: its position, flags, mount, inode and the locks
+    /// taken through it). Reads one small file per descriptor the process has.
+    public static func anyDescriptor(of pid: Int32, where matches: (UnsafeRawBufferPointer) -> Bool) -> Bool {
         let listing: OwnedDescriptor? = withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { path in
             guard pid > 0, writeProcPath(pid, "fdinfo", into: path) else { return nil }
             return try? Syscall.openAt(AT_FDCWD, UnsafePointer(path.baseAddress!), O_RDONLY | O_DIRECTORY)
@@ -107,10 +115,9 @@ public final class ProcessFacts: Sendable {
                 name.withMemoryRebound(to: CChar.self, capacity: 256) { name -> Bool in
                     guard name[0] != UInt8(ascii: ".") else { return false }
                     guard let info = try? Syscall.openAt(listing.raw, name, O_RDONLY) else { return false }
-                    return withUnsafeTemporaryAllocation(byteCount: 512, alignment: 1) { buffer -> Bool in
+                    return withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 1) { buffer -> Bool in
                         guard let count = try? Syscall.read(info.raw, into: buffer, at: 0), count > 0 else { return false }
-                        let text = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
-                        return fdinfoField(text, "mnt_id:") == Int64(mountID) && fdinfoField(text, "ino:") == Int64(bitPattern: inode)
+                        return matches(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
                     }
                 }
             }

@@ -29,7 +29,7 @@ public final class Node: @unchecked Sendable {
     public let id: UInt64
     /// The inode number programs see for the node, for its whole life: the backing's when the
     /// node was made. A commit gives the node another backing file, but on a plain disk the
-    /// file saved is the same file (stat, /proc/locks, hard-link checks), so the number stays.
+    /// file saved is the same file (stat, the kernel's lock lists, hard-link checks), so the number stays.
     public let shownInode: UInt64
     /// `st_mode & S_IFMT` of the backing object; a node never changes type.
     public let fileType: mode_t
