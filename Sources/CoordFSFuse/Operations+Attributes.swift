@@ -61,7 +61,7 @@ extension FileSystem {
             let node = try node(id)
             if node.isRegularFile, let mapped = mappedSaveAttributes(of: node) {
                 // Whoever asks, and for whichever handle (see `pageCacheSource`).
-                var status = attributesForKernel(node, mapped)
+                var status = withShownInode(node, mapped)
                 fuse_reply_attr(request, &status, 0)
                 return
             }
@@ -69,18 +69,18 @@ extension FileSystem {
                 // The kernel asks on behalf of an open file (before it reads through the page
                 // cache): the size of the version that handle reads.
                 var status = try handle.readableStatus()
-                status = attributesForKernel(node, committedView(node, status, viewer: handle.save))
+                status = withShownInode(node, committedView(node, status, viewer: handle.save))
                 fuse_reply_attr(request, &status, activity.needsFreshAttributes(node) ? 0 : options.attributeTimeout)
                 return
             }
             if activity.hasSaves, let save = activity.save(of: node) {
                 // While a save is pending its owner and everyone else see different attributes,
                 // so the kernel must not cache either.
-                var status = attributesForKernel(node, try savedAttributes(save, for: request))
+                var status = withShownInode(node, try savedAttributes(save, for: request))
                 fuse_reply_attr(request, &status, 0)
                 return
             }
-            var status = attributesForKernel(node, try attributes(of: node))
+            var status = withShownInode(node, try attributes(of: node))
             fuse_reply_attr(request, &status, activity.needsFreshAttributes(node) ? 0 : options.attributeTimeout)
         } catch {
             reply(request, error: error)

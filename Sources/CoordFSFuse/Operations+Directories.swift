@@ -65,6 +65,9 @@ extension FileSystem {
         defer { buffer.deallocate() }
         var used = 0
         var failure: Errno?
+        // Entries are on the directory's own filesystem: their inode numbers are shown as the
+        // node table shows that identity's (`NodeTable.shownInode`).
+        let device = parent.identity.device
 
         while true {
             let entry: UnsafeMutablePointer<dirent>
@@ -93,10 +96,10 @@ extension FileSystem {
             let added: Int = withUnsafePointer(to: &entry.pointee.d_name) { namePointer in
                 namePointer.withMemoryRebound(to: CChar.self, capacity: 256) { name in
                     if plus {
-                        return addEntryPlus(request, parent, name, entry.pointee, buffer + used, size - used, nextOffset)
+                        return addEntryPlus(request, parent, device, name, entry.pointee, buffer + used, size - used, nextOffset)
                     }
                     var status = stat()
-                    status.st_ino = ino_t(nodes.shownInode(of: FileIdentity(device: parent.identity.device, inode: UInt64(entry.pointee.d_ino))))
+                    status.st_ino = ino_t(nodes.shownInode(of: FileIdentity(device: device, inode: UInt64(entry.pointee.d_ino))))
                     status.st_mode = mode_t(entry.pointee.d_type) << 12
                     let needed = fuse_add_direntry(request, buffer + used, size - used, name, &status, nextOffset)
                     return needed <= size - used ? needed : -1
@@ -112,14 +115,15 @@ extension FileSystem {
     }
 
     /// Adds one readdirplus entry; returns its size, 0 when the entry vanished meanwhile,
-    /// or -1 when it does not fit (then no lookup is left counted for it).
-    private func addEntryPlus(_ request: fuse_req_t, _ parent: Node, _ name: UnsafePointer<CChar>, _ entry: dirent,
+    /// or -1 when it does not fit (then no lookup is left counted for it). `device`: the
+    /// directory's filesystem.
+    private func addEntryPlus(_ request: fuse_req_t, _ parent: Node, _ device: UInt64, _ name: UnsafePointer<CChar>, _ entry: dirent,
                               _ buffer: UnsafeMutablePointer<CChar>, _ room: Int, _ nextOffset: off_t) -> Int {
         let isDotOrDotDot = name[0] == 0x2E && (name[1] == 0 || (name[1] == 0x2E && name[2] == 0))
         var parameters: fuse_entry_param
         if isDotOrDotDot {
             parameters = fuse_entry_param()
-            parameters.attr.st_ino = ino_t(nodes.shownInode(of: FileIdentity(device: parent.identity.device, inode: UInt64(entry.d_ino))))
+            parameters.attr.st_ino = ino_t(nodes.shownInode(of: FileIdentity(device: device, inode: UInt64(entry.d_ino))))
             parameters.attr.st_mode = mode_t(entry.d_type) << 12
         } else {
             do throws(Errno) { parameters = try lookUp(parent, name) } catch { return 0 }
@@ -140,8 +144,12 @@ extension FileSystem {
                                    _ buffer: UnsafeMutablePointer<CChar>, _ room: Int, plus: Bool) -> Int {
         if directory.pendingTail == nil {
             let pending = activity.pendingSaves(in: parent.id)
-            let requester = pending.isEmpty ? ClaimOwner.process(0) : owner(of: request)
-            directory.pendingTail = pending.filter { seesPendingVersion(of: $0.save, requester) }
+            if pending.isEmpty {
+                directory.pendingTail = []
+            } else {
+                let requester = owner(of: request)
+                directory.pendingTail = pending.filter { seesPendingVersion(of: $0.save, requester) }
+            }
         }
         guard let tail = directory.pendingTail else { return 0 }
         var used = 0

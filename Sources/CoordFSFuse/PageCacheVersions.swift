@@ -59,9 +59,14 @@ extension FileSystem {
 
     /// The attributes a reply about `node` tells the kernel, where `status` is what the
     /// requester would see (see above).
-    /// Every reply shows the node's own inode number (`Node.shownInode`), whatever file backs it now.
     func attributesForKernel(_ node: Node, _ status: stat) -> stat {
-        var shown = node.isRegularFile ? mappedSaveAttributes(of: node) ?? status : status
+        withShownInode(node, node.isRegularFile ? mappedSaveAttributes(of: node) ?? status : status)
+    }
+
+    /// `status` with the node's own inode number (`Node.shownInode`), whatever file backs it
+    /// now: every reply about a node carries it.
+    func withShownInode(_ node: Node, _ status: stat) -> stat {
+        var shown = status
         shown.st_ino = ino_t(node.shownInode)
         return shown
     }
