@@ -76,17 +76,6 @@ class InterruptibleWait: @unchecked Sendable {
         fuse_req_interrupt_func(request.raw, nil, nil)
         Unmanaged.passUnretained(self).release()
     }
-
-    /// Answers EINTR for an interrupt that came while the wait could not be withdrawn yet;
-    /// true when it did.
-    func endIfInterruptedMeanwhile() -> Bool {
-        guard interrupted.load(ordering: .acquiring), withdraw(), claimAnswer() else { return false }
-        unregister()
-        reply(request.raw, error: .interrupted)
-        recordAnswer()
-        afterInterrupt?()
-        return true
-    }
 }
 
 /// Called by libfuse on the thread that received the kernel's INTERRUPT, with the request's
@@ -103,39 +92,18 @@ private let interruptWait: @convention(c) (fuse_req_t?, UnsafeMutableRawPointer?
     Unmanaged<InterruptibleWait>.fromOpaque(context).release()
 }
 
-/// One request waiting for its claims: an interrupt withdraws it from the claim table's queue.
+/// One request waiting for its claims, here or on other hosts: an interrupt takes it back.
 private final class ClaimWait: InterruptibleWait, @unchecked Sendable {
-    let table: ClaimTable
-    /// The queued ticket, nil until `acquire` has returned it.
-    let ticket = Mutex<ClaimWaitTicket?>(nil)
+    let ticket: ClaimTicket
 
-    init(table: ClaimTable, request: PendingRequest, metrics: RequestMetrics?, afterInterrupt: (@Sendable () -> Void)?) {
-        self.table = table
+    init(ticket: ClaimTicket, request: PendingRequest, metrics: RequestMetrics?, afterInterrupt: (@Sendable () -> Void)?) {
+        self.ticket = ticket
         super.init(request: request, metrics: metrics, afterInterrupt: afterInterrupt)
     }
 
-    /// Cancels the queued wait if there is one; true when this call took it out of the queue.
+    /// True when this call took the request back (nothing is held, no outcome will come).
     override func withdraw() -> Bool {
-        guard let queued = ticket.withLock({ $0 }) else { return false }
-        return table.cancel(queued)
-    }
-}
-
-/// One request whose local grant is held while other hosts are asked to cover it: an
-/// interrupt takes the request back from them, and the local grant goes with it.
-private final class HostCoverageWait: InterruptibleWait, @unchecked Sendable {
-    let authority: ClaimAuthority
-    /// The request out to the hosts, nil until `cover` has returned it.
-    let pending = Mutex<CoverageWait?>(nil)
-
-    init(authority: ClaimAuthority, request: PendingRequest, metrics: RequestMetrics?, afterInterrupt: (@Sendable () -> Void)?) {
-        self.authority = authority
-        super.init(request: request, metrics: metrics, afterInterrupt: afterInterrupt)
-    }
-
-    override func withdraw() -> Bool {
-        guard let pending = pending.withLock({ $0 }) else { return false }
-        return authority.cancel(pending)
+        ticket.cancel()
     }
 }
 
@@ -157,20 +125,20 @@ extension FileSystem {
         return ProcessFacts.holdsOpenFile(pid, mountID: mountID, inode: save.node.shownInode)
     }
 
-    /// Takes `claims` for the caller and runs `body` with the grant: at once on this thread
-    /// when they are free, or later on another thread once they are granted, without holding
-    /// a FUSE worker meanwhile. `body` must reply to the request and release the grant when it
-    /// no longer needs it. A wait ends with EBUSY after the claim timeout (the log names the
-    /// holders), or EINTR when the caller is interrupted; `nonblocking` requests fail at once
-    /// with EWOULDBLOCK. After any of these error replies `whenRefused` runs, and `body` never
-    /// does. An empty claim list runs `body` with nil at once. With other hosts (`--cluster`),
-    /// they cover the claims once the table granted them (`coverAcrossHosts`), and `body`
-    /// gets both, to release together.
+    /// Takes `claims` for the caller (`ClaimAuthority.acquire`: this host's table, then other
+    /// hosts) and runs `body` with them: at once on this thread when they are free, or later
+    /// on another thread once they are held, without holding a FUSE worker meanwhile. `body`
+    /// must reply to the request and release the claims when it no longer needs them. A wait
+    /// ends with EBUSY after the claim timeout (the log names the holders), EINTR when the
+    /// caller is interrupted, ENOLCK when this host cannot reach the cluster's database;
+    /// `nonblocking` requests fail at once with EWOULDBLOCK. After any of these error replies
+    /// `whenRefused` runs, and `body` never does. An empty claim list runs `body` with nil at once.
     ///
     /// `claimsNow` derives the claims afresh from the nodes: after a wait, a rename granted
-    /// ahead of this request may have moved them, and then the request asks again. `resolved`
-    /// are the claims as the caller derived them just now, nothing having waited since (so
-    /// the common case walks the node table once); nil derives them here.
+    /// ahead of this request (or another host's, applied here) may have moved them, and then
+    /// the request asks again. `resolved` are the claims as the caller derived them just now,
+    /// nothing having waited since (so the common case walks the node table once); nil
+    /// derives them here.
     func withClaims(_ request: fuse_req_t, resolved: [ClaimRequest]? = nil, _ claimsNow: @escaping @Sendable () -> [ClaimRequest],
                     nonblocking: Bool = false, whenRefused: (@Sendable () -> Void)? = nil,
                     _ body: @escaping @Sendable (HeldClaims?) -> Void) {
@@ -184,95 +152,32 @@ extension FileSystem {
         } else {
             .none
         }
-        // The common case, no conflict: no wait object, no interrupt registration.
-        switch self.claims.tryAcquire(claims, owner: owner, lineage: lineage) {
-        case .success(let grant):
-            return coverAcrossHosts(request, grant, lineage, claimsNow, deadline: nil, nonblocking: nonblocking, whenRefused: whenRefused, body)
-        case .failure where nonblocking:
-            Instruments.claimWouldBlock()
-            reply(request, error: .wouldBlock)
+        let ticket: ClaimTicket
+        switch authority.acquire(claims, owner: owner, lineage: lineage, deadline: .now + options.claimTimeout, nonblocking: nonblocking) {
+        case .held(let held):
+            return body(held)
+        case .refused(let refusal):
+            refused(request, owner: owner, claims, refusal)
             whenRefused?()
             return
-        case .failure: break
+        case .waiting(let waiting):
+            ticket = waiting
         }
-
-        let wait = ClaimWait(table: self.claims, request: PendingRequest(raw: request), metrics: requestMetrics, afterInterrupt: whenRefused)
+        // Registered before the outcome can reach the request: from here on an interrupt may
+        // take it back (and answer EINTR) on another thread.
+        let wait = ClaimWait(ticket: ticket, request: PendingRequest(raw: request), metrics: requestMetrics, afterInterrupt: whenRefused)
         wait.register()
-
-        let deadline = ContinuousClock.now + options.claimTimeout
-        let attempt = self.claims.acquire(claims, owner: owner, lineage: lineage, deadline: deadline) { [self] outcome in
+        ticket.whenDone { [self] outcome in
             guard wait.claimAnswer() else {
-                if case .granted(let grant) = outcome { self.claims.release(grant) }
+                if case .success(let held) = outcome { authority.release(held) } // interrupted meanwhile
                 return
             }
             wait.unregister()
             switch outcome {
-            case .granted(let grant):
-                // Run the operation off the releasing thread (often a FUSE worker serving a release).
-                claimWork.async { [self] in
-                    wait.goOn {
-                        if claimsNow() != claims {
-                            self.claims.release(grant)
-                            withClaims(wait.request.raw, claimsNow, whenRefused: whenRefused, body)
-                        } else {
-                            coverAcrossHosts(wait.request.raw, grant, lineage, claimsNow, deadline: deadline, nonblocking: false,
-                                             whenRefused: whenRefused, body)
-                        }
-                    }
-                }
-            case .timedOut(let blockers):
-                logger.warning("claim wait timed out", metadata: [
-                    "owner": "\(owner)", "wanted": "\(claims.map { "\($0.mode) \($0.path)" })",
-                    "held by": "\(blockers.map(\.description))",
-                ])
-                reply(wait.request.raw, error: .resourceBusy)
-                wait.recordAnswer()
-                whenRefused?()
-            }
-        }
-        switch attempt {
-        case .granted(let grant):
-            guard wait.claimAnswer() else { return self.claims.release(grant) } // interrupted meanwhile
-            wait.unregister()
-            wait.goOnHere()
-            coverAcrossHosts(request, grant, lineage, claimsNow, deadline: deadline, nonblocking: false, whenRefused: whenRefused, body)
-        case .waiting(let ticket):
-            wait.ticket.withLock { $0 = ticket }
-            // An interrupt that arrived before the ticket was known could not cancel; do it now.
-            _ = wait.endIfInterruptedMeanwhile()
-        }
-    }
-
-    /// The second step of `withClaims`: the other hosts cover what this host's table granted,
-    /// and `body` runs with both. At once when no other host is in the picture or this host's
-    /// grants cover it already (no round trip); otherwise once the hosts answer, on another
-    /// thread, without holding a FUSE worker meanwhile (the local grant stays held: local
-    /// owners that conflict queue behind it). A refusal has released the local grant and
-    /// fails the request: EBUSY at the deadline (the log names the hosts holding it),
-    /// EWOULDBLOCK for `nonblocking`, ENOLCK when this host cannot reach the cluster's
-    /// database; an interrupt takes the request back from the hosts (EINTR). `deadline`: the
-    /// one the local wait had, nil when it did not wait; `lineage`: the one the table was asked
-    /// with (a request nested in its owner's covered claims needs no other host: `ClaimAuthority`).
-    private func coverAcrossHosts(_ request: fuse_req_t, _ grant: ClaimGrant, _ lineage: ProcessLineage, _ claimsNow: @escaping @Sendable () -> [ClaimRequest],
-                                  deadline: ContinuousClock.Instant?, nonblocking: Bool, whenRefused: (@Sendable () -> Void)?,
-                                  _ body: @escaping @Sendable (HeldClaims?) -> Void) {
-        if let held = authority.heldNow(grant, lineage: lineage) { return body(held) }
-
-        let wait = HostCoverageWait(authority: authority, request: PendingRequest(raw: request), metrics: requestMetrics,
-                                    afterInterrupt: whenRefused)
-        wait.register()
-        let owner = grant.owner
-        let asked = authority.cover(grant, deadline: deadline ?? .now + options.claimTimeout, nonblocking: nonblocking) { [self] result in
-            guard wait.claimAnswer() else {
-                if case .success(let held) = result { authority.release(held) }
-                return
-            }
-            wait.unregister()
-            switch result {
             case .success(let held):
+                // Run the operation off the thread that let it go on (often a FUSE worker serving a release).
                 claimWork.async { [self] in
                     wait.goOn {
-                        // Another host's rename, applied here meanwhile, may have moved the paths.
                         if claimsNow() != held.grant.requests {
                             authority.release(held)
                             withClaims(wait.request.raw, claimsNow, nonblocking: nonblocking, whenRefused: whenRefused, body)
@@ -282,22 +187,24 @@ extension FileSystem {
                     }
                 }
             case .failure(let refusal):
-                let metadata: Logger.Metadata = [
-                    "owner": "\(owner)", "wanted": "\(grant.requests.map { "\($0.mode) \($0.path)" })", "why": "\(refusal)",
-                ]
-                switch refusal {
-                case .wouldBlock: logger.debug("claim not covered across hosts", metadata: metadata)
-                case .timedOut: logger.warning("claim wait across hosts timed out", metadata: metadata)
-                case .cutOff: logger.error("claim refused: cut off from the cluster", metadata: metadata)
-                }
-                if case .wouldBlock = refusal { Instruments.claimWouldBlock() }
-                reply(wait.request.raw, error: refusal.errno)
+                refused(wait.request.raw, owner: owner, claims, refusal)
                 wait.recordAnswer()
                 whenRefused?()
             }
         }
-        wait.pending.withLock { $0 = asked }
-        // An interrupt that arrived before the request was out could not take it back; do it now.
-        _ = wait.endIfInterruptedMeanwhile()
+    }
+
+    /// Answers a request whose claims were refused, and says why in the log where a person
+    /// would want to know (a timeout names the holders).
+    private func refused(_ request: fuse_req_t, owner: ClaimOwner, _ claims: [ClaimRequest], _ refusal: ClaimRefusal) {
+        let metadata: Logger.Metadata = [
+            "owner": "\(owner)", "wanted": "\(claims.map { "\($0.mode) \($0.path)" })", "why": "\(refusal)",
+        ]
+        switch refusal {
+        case .wouldBlock, .cancelled, .hosts(.wouldBlock): logger.debug("claims refused", metadata: metadata)
+        case .timedOut, .hosts(.timedOut): logger.warning("claim wait timed out", metadata: metadata)
+        case .hosts(.cutOff): logger.error("claim refused: cut off from the cluster", metadata: metadata)
+        }
+        reply(request, error: refusal.errno)
     }
 }

@@ -48,17 +48,11 @@ final class Session {
         let read: [FilePath]
         let write: [FilePath]
         let started: ContinuousClock.Instant
-        let deadline: ContinuousClock.Instant
-        let nonblocking: Bool
     }
 
+    /// A claim request that waits (here or for other hosts): its ticket takes it back.
     private struct Waiting {
-        /// What the request waits for: this host's claim table, then the other hosts.
-        enum Stage {
-            case local(ClaimWaitTicket)
-            case hosts(CoverageWait)
-        }
-        let stage: Stage
+        let ticket: ClaimTicket
         let ask: Ask
     }
 
@@ -423,100 +417,67 @@ final class Session {
         let write = requests.filter { $0.mode == .exclusive }.map(\.path.filePath)
 
         let started = ContinuousClock.now
-        if body.nonblock == true || body.wait == 0 {
-            switch context.claims.tryAcquire(requests, owner: claimOwner) {
-            case .success(let grant):
-                coverAcrossHosts(id, grant, Ask(read: read, write: write, started: started, deadline: started, nonblocking: true))
-            case .failure(let conflict):
-                Instruments.claimWouldBlock()
-                let now = ContinuousClock.now
-                fail(id, .conflict, "\(Self.describe(conflict.blockers, now: now)) (not waiting: nonblock)",
-                     blockers: conflict.blockers.map { ClaimHolderRecord($0, now: now) })
-            }
-            return
-        }
+        let nonblocking = body.nonblock == true || body.wait == 0
         let limit = body.wait.map { Duration.seconds(clamping: $0) } ?? options.defaultClaimWait
-        let deadline = started.advanced(by: min(limit, options.maxClaimWait))
-        let context = self.context
-        let sessionID = self.id
-        let attempt = context.claims.acquire(requests, owner: claimOwner, deadline: deadline) { outcome in
-            context.eventLoop.execute {
-                if let session = context.sessions[sessionID] {
-                    session.claimOutcome(id, outcome)
-                } else if case .granted(let grant) = outcome {
-                    context.claims.release(grant)
-                }
-            }
-        }
-        let ask = Ask(read: read, write: write, started: started, deadline: deadline, nonblocking: false)
-        switch attempt {
-        case .granted(let grant):
-            coverAcrossHosts(id, grant, ask)
+        let ask = Ask(read: read, write: write, started: started)
+        switch context.authority.acquire(requests, owner: claimOwner, deadline: started.advanced(by: min(limit, options.maxClaimWait)),
+                                         nonblocking: nonblocking) {
+        case .held(let claims):
+            grantClaim(id, claims, ask)
+        case .refused(let refusal):
+            refuseClaim(id, refusal, ask)
         case .waiting(let ticket):
-            waiting[id] = Waiting(stage: .local(ticket), ask: ask)
-        }
-    }
-
-    /// The claim's second step, once this host's table granted it: the other hosts cover it
-    /// (at once when none is in the picture or this host's grants cover it), or the request
-    /// waits for them, holding the local grant, until `coverageOutcome`.
-    private func coverAcrossHosts(_ id: RequestID, _ grant: ClaimGrant, _ ask: Ask) {
-        if let claims = context.authority.heldNow(grant) {
-            return grantClaim(id, claims, read: ask.read, write: ask.write, waited: ContinuousClock.now - ask.started)
-        }
-        let context = self.context
-        let sessionID = self.id
-        let asked = context.authority.cover(grant, deadline: ask.deadline, nonblocking: ask.nonblocking) { result in
-            context.eventLoop.execute {
-                if let session = context.sessions[sessionID] {
-                    session.coverageOutcome(id, result)
-                } else if case .success(let claims) = result {
-                    context.authority.release(claims)
+            waiting[id] = Waiting(ticket: ticket, ask: ask)
+            let context = self.context
+            let sessionID = self.id
+            ticket.whenDone { outcome in
+                context.eventLoop.execute {
+                    if let session = context.sessions[sessionID] {
+                        session.claimOutcome(id, outcome)
+                    } else if case .success(let claims) = outcome {
+                        context.authority.release(claims)
+                    }
                 }
             }
         }
-        waiting[id] = Waiting(stage: .hosts(asked), ask: ask)
     }
 
-    private func grantClaim(_ id: RequestID, _ claims: HeldClaims, read: [FilePath], write: [FilePath], waited: Duration) {
+    private func grantClaim(_ id: RequestID, _ claims: HeldClaims, _ ask: Ask) {
         let claimID = nextClaimID
         nextClaimID += 1
-        held[claimID] = Held(claims: claims, read: read, write: write)
-        reply(id, Request.Claim.Reply(claim: claimID, read: read, write: write, waited: waited.seconds))
+        held[claimID] = Held(claims: claims, read: ask.read, write: ask.write)
+        reply(id, Request.Claim.Reply(claim: claimID, read: ask.read, write: ask.write, waited: (ContinuousClock.now - ask.started).seconds))
     }
 
-    func coverageOutcome(_ id: RequestID, _ result: Result<HeldClaims, CoverageRefusal>) {
-        guard !isClosed, let pending = waiting.removeValue(forKey: id) else {
-            if case .success(let claims) = result { context.authority.release(claims) }
-            return
-        }
-        let waited = ContinuousClock.now - pending.ask.started
-        switch result {
-        case .success(let claims):
-            grantClaim(id, claims, read: pending.ask.read, write: pending.ask.write, waited: waited)
-        case .failure(.timedOut(let holders)):
-            fail(id, .timeout, "held on other hosts: \(holders.joined(separator: "; ")) (gave up after \(Self.format(waited.seconds)) s)")
-        case .failure(.wouldBlock):
-            fail(id, .conflict, "held on another host (not waiting: nonblock)")
-        case .failure(.cutOff(let reason)):
-            fail(id, .cutOff, "this host cannot reach the cluster's database: \(reason)")
-        }
-        flush()
-    }
-
-    func claimOutcome(_ id: RequestID, _ outcome: ClaimWaitOutcome) {
-        guard !isClosed, let pending = waiting.removeValue(forKey: id) else {
-            if case .granted(let grant) = outcome { context.claims.release(grant) }
-            return
-        }
+    private func refuseClaim(_ id: RequestID, _ refusal: ClaimRefusal, _ ask: Ask) {
         let now = ContinuousClock.now
-        switch outcome {
-        case .granted(let grant):
-            coverAcrossHosts(id, grant, pending.ask)
-        case .timedOut(let blockers):
-            let waited = (now - pending.ask.started).seconds
-            fail(id, .timeout, "\(Self.describe(blockers, now: now)) (gave up after \(Self.format(waited)) s)",
+        let waited = Self.format((now - ask.started).seconds)
+        switch refusal {
+        case .wouldBlock(let blockers):
+            fail(id, .conflict, "\(Self.describe(blockers, now: now)) (not waiting: nonblock)",
                  blockers: blockers.map { ClaimHolderRecord($0, now: now) })
+        case .timedOut(let blockers):
+            fail(id, .timeout, "\(Self.describe(blockers, now: now)) (gave up after \(waited) s)",
+                 blockers: blockers.map { ClaimHolderRecord($0, now: now) })
+        case .hosts(.timedOut(let holders)):
+            fail(id, .timeout, "held on other hosts: \(holders.joined(separator: "; ")) (gave up after \(waited) s)")
+        case .hosts(.wouldBlock):
+            fail(id, .conflict, "held on another host (not waiting: nonblock)")
+        case .hosts(.cutOff(let reason)):
+            fail(id, .cutOff, "this host cannot reach the cluster's database: \(reason)")
+        case .cancelled:
+            fail(id, .cancelled, "the claim was cancelled before it was granted")
+        }
+    }
+
+    func claimOutcome(_ id: RequestID, _ outcome: ClaimTicket.Outcome) {
+        guard !isClosed, let pending = waiting.removeValue(forKey: id) else {
+            if case .success(let claims) = outcome { context.authority.release(claims) }
+            return
+        }
+        switch outcome {
+        case .success(let claims): grantClaim(id, claims, pending.ask)
+        case .failure(let refusal): refuseClaim(id, refusal, pending.ask)
         }
         flush()
     }
@@ -530,22 +491,13 @@ final class Session {
     }
 
     private func cancel(_ id: RequestID, _ body: Request.Cancel) {
-        guard let pending = waiting[body.request], withdraw(pending) else {
-            // Not waiting, or its outcome is already on the way: that reply will come.
+        guard let pending = waiting[body.request], pending.ticket.cancel() else {
+            // Not waiting, or its outcome is already on the way (perhaps "cancelled"): that reply will come.
             return reply(id, Request.Cancel.Reply(cancelled: false))
         }
         waiting[body.request] = nil
         fail(body.request, .cancelled, "the claim was cancelled before it was granted")
         reply(id, Request.Cancel.Reply(cancelled: true))
-    }
-
-    /// Takes a waiting request back from whichever step it waits in (the local grant of one
-    /// waiting for other hosts goes with it); false when its outcome is already on its way.
-    private func withdraw(_ pending: Waiting) -> Bool {
-        switch pending.stage {
-        case .local(let ticket): context.claims.cancel(ticket)
-        case .hosts(let asked): context.authority.cancel(asked)
-        }
     }
 
     static func describe(_ blockers: [ClaimHolder], now: ContinuousClock.Instant) -> String {
@@ -575,7 +527,7 @@ final class Session {
         isClosed = true
         for pending in waiting.values {
             // One whose outcome is on its way finds the session closed and releases what it got.
-            _ = withdraw(pending)
+            _ = pending.ticket.cancel()
         }
         waiting.removeAll()
         for claim in held.values {
