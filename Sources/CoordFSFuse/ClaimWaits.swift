@@ -113,6 +113,12 @@ extension FileSystem {
         .process(processes.threadGroup(of: fuse_req_ctx(request)!.pointee.pid))
     }
 
+    /// Who a request's changes come from: the caller's process and user.
+    func origin(of request: fuse_req_t) -> ChangeOrigin {
+        let context = fuse_req_ctx(request)!.pointee
+        return ChangeOrigin(pid: processes.threadGroup(of: context.pid), uid: context.uid)
+    }
+
     /// Whether `requester` sees `save`'s uncommitted version in attributes and names. Its owner
     /// does, and so does a descendant of the owner (fork, `pass_fds`) that holds a descriptor of
     /// the file: an open file belongs to every process that holds it, as on a plain disk, and

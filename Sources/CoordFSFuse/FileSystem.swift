@@ -6,43 +6,26 @@ import Synchronization
 import CoordFSCore
 import SystemPackage
 
-/// The state every FUSE operation shares: the node table, the options, the descriptors of
-/// the backing. One instance per mount, reached from a request through libfuse's userdata.
+/// The FUSE glue's state: the mount it serves (`CoordinatedMount`, which decides), the
+/// kernel's side of the conversation (notifications, node eviction), and what only the
+/// translation of requests needs. One instance per mount, reached from a request through
+/// libfuse's userdata.
 ///
-/// Sendable: everything here is immutable after init except the node table and the open
-/// handles, which guard their own state, and the atomics and the two properties the session
-/// sets before serving (documented where they are).
+/// Sendable: every property is a constant set in `init`; the mount, the notifier and the
+/// evictor guard their own state, and the flag the kernel's init sets is atomic.
 public final class FileSystem: Sendable {
-    public let nodes: NodeTable
-    public let options: MountOptions
-    let logger: Logger
-    /// `O_PATH` descriptor of `/proc/self/fd`: opening "N" there reopens our descriptor N with new flags.
-    let processDescriptors: OwnedDescriptor
+    /// The mount this glue serves.
+    public let mount: CoordinatedMount
+    /// The kernel's caches, as the mount tells them (its `kernel`), and the pages the kernel may hold.
+    let notifier: KernelNotifier
+    /// Keeps the node table within its budget of descriptors.
+    let evictor: NodeEvictor
     /// Whether the daemon may give created objects to their callers (it runs as root).
     let canChangeOwners: Bool
-    /// `options.durability` as the backing filesystem needs it (see `Durability.needed(on:)`).
-    let commitDurability: Durability
     /// Set in FUSE's init when the kernel agreed to leave callers' umasks to us
     /// (FUSE_CAP_DONT_MASK). Relaxed loads suffice: the kernel sends no request before it has
     /// the init's reply, which libfuse sends after the store.
     let masksCreatedModes = Atomic<Bool>(false)
-    /// Makes the temps of saves: unnamed where the backing allows, else named.
-    let staging: TempStaging
-    /// Records appends in flight, for the next mount's recovery after a crash.
-    let appendJournal: AppendJournal
-    /// Set once by the session before the mount serves its first request, never changed after.
-    nonisolated(unsafe) var evictor: NodeEvictor?
-    nonisolated(unsafe) var notifier: KernelNotifier?
-    /// Claims every operation takes (DESIGN.md's table; Docs/LOCKING.md).
-    public let claims: ClaimTable
-    /// The claim table and, with other hosts, their coverage: what takes and releases claims.
-    public let authority: ClaimAuthority
-    /// Thread-group ids, process trees and names of callers.
-    public let processes: ProcessFacts
-    /// Pending saves and page-cache readers of open files.
-    let activity = ActivityRegistry()
-    /// The mount as /proc names it (its id and device), known once mounted.
-    public let kernelMount = KernelMountIdentity()
     /// Files whose programs coordinate themselves (locked files, databases): written in place.
     let selfCoordinating: SelfCoordinatingFiles
     /// The claims of the handles writing through each save, for turning a save in place.
@@ -50,54 +33,32 @@ public final class FileSystem: Sendable {
     /// Runs operations whose claims were granted, or whose presenters answered, after a wait,
     /// off the thread that let them go on (a releasing worker, the control socket's loop).
     let claimWork = DispatchQueue(label: "coordfs.claim-work", attributes: .concurrent)
-    /// Change events for the control socket's subscribers.
-    public let events: EventHub
-    /// Presenters registered through the control socket, asked before accesses.
-    public let presenters: PresenterRegistry
-    /// What the mount changes, for a watch of the backing that cannot tell its own changes apart.
-    let ownChanges: OwnChanges
-    /// The watch of the backing, nil when there is none (set before the mount serves).
-    nonisolated(unsafe) var watcher: BackingWatcher?
-    /// The cluster's events (`--cluster`), nil without one. Set once before the mount serves.
-    public nonisolated(unsafe) var clusterEvents: ClusterEventLink?
-    /// With `--cluster`: held while one of this host's events gets its sequence in the hub and
-    /// its place in the cluster's queue, so other hosts hear them in this host's order even
-    /// when two workers publish at once (an in-place file's `changed` at its release and an
-    /// unlink, say). Takes the event hub's lock, then the cluster queue's, one after the other
-    /// (Docs/LOCKING.md); guards nothing of its own.
-    let clusterPublishing = Mutex(())
     /// Requests counted and timed per operation; nil unless `options.measuresRequests`.
     let requestMetrics: RequestMetrics?
-    /// How the backing is watched; nil when it is not.
-    public var watchMethod: WatchMethod? { watcher?.method }
 
-    public init(backing: String, options: MountOptions, ownChanges: OwnChanges = OwnChanges(enabled: false), logger: Logger) throws(Errno) {
-        let root = try Syscall.openAt(AT_FDCWD, backing, Linux.O_PATH | O_DIRECTORY)
-        let device = try Syscall.statOfPathDescriptor(root.raw).st_dev
-        self.nodes = try NodeTable(root: root)
-        let filesystem = MountTable.current().mount(ofDevice: UInt64(device))
-        self.commitDurability = options.durability.needed(on: filesystem, journaled: filesystem.map(MountTable.ext4HasJournal) ?? true)
-        if commitDurability != options.durability {
-            logger.info("the backing filesystem orders a replacing rename after the new file's data; commits need no fsync for that",
-                        metadata: ["filesystem": "\(filesystem?.filesystemType ?? "?") \(filesystem?.superOptions ?? "")", "durability": "\(options.durability)"])
-        }
-        self.processDescriptors = try Syscall.openAt(AT_FDCWD, "/proc/self/fd", Linux.O_PATH | O_DIRECTORY)
-        self.options = options
-        self.staging = TempStaging(unnamed: !options.namedTemps)
-        self.appendJournal = AppendJournal(root: nodes.root.directory, nodes: nodes,
-                                           synchronizes: commitDurability.forCommit(replacingExistingFile: false).syncsFile)
-        self.logger = logger
+    /// `notifier` must be the mount's `kernel`; it reaches the kernel once the session is made.
+    public init(mount: CoordinatedMount, notifier: KernelNotifier, maxNodes: Int) {
+        precondition(mount.kernel as? KernelNotifier === notifier, "the glue notifies the kernel the mount tells")
+        self.mount = mount
+        self.notifier = notifier
+        self.evictor = NodeEvictor(nodes: mount.nodes, notifier: notifier, maxNodes: maxNodes)
         self.canChangeOwners = geteuid() == 0
-        let processes = ProcessFacts()
-        self.processes = processes
-        self.events = EventHub()
-        self.presenters = PresenterRegistry(isInTree: { pid, root in processes.isInTree(pid, rootedAt: root) })
-        self.selfCoordinating = SelfCoordinatingFiles(mount: kernelMount)
-        self.claims = ClaimTable()
-        self.authority = ClaimAuthority(table: claims, hosts: options.hostCoverage)
-        self.ownChanges = ownChanges
-        self.requestMetrics = options.measuresRequests ? RequestMetrics() : nil
+        self.selfCoordinating = SelfCoordinatingFiles(mount: mount.kernelMount)
+        self.requestMetrics = mount.options.measuresRequests ? RequestMetrics() : nil
     }
+
+    // Shorthands for the mount's services the operations use most.
+    var nodes: NodeTable { mount.nodes }
+    var options: MountOptions { mount.options }
+    var logger: Logger { mount.logger }
+    var claims: ClaimTable { mount.claims }
+    var authority: ClaimAuthority { mount.authority }
+    var processes: ProcessFacts { mount.processes }
+    var activity: ActivityRegistry { mount.activity }
+    var staging: TempStaging { mount.staging }
+    var appendJournal: AppendJournal { mount.appendJournal }
+    var presenters: PresenterRegistry { mount.presenters }
+    var kernelMount: KernelMountIdentity { mount.kernelMount }
 
     static func from(_ request: fuse_req_t) -> FileSystem {
         Unmanaged<FileSystem>.fromOpaque(fuse_req_userdata(request)).takeUnretainedValue()
@@ -136,9 +97,9 @@ public final class FileSystem: Sendable {
     private func lookUp(_ parent: Node, _ name: UnsafePointer<CChar>, _ fileName: FileName) throws(Errno) -> fuse_entry_param {
         let status = try Syscall.stat(at: parent.directory, name)
         // With other hosts, the node known by the name follows it to the file another host
-        // committed there (FollowingNames.swift), rather than a second node standing for it.
+        // committed there (CoordinatedMount+FollowingNames.swift), rather than a second node standing for it.
         if authority.hosts != nil, let known = nodes.node(named: fileName, in: parent), known.identity != FileIdentity(status) {
-            _ = followReplacement(of: known, in: parent, named: fileName)
+            _ = mount.followReplacement(of: known, in: parent, named: fileName)
         }
         if let existing = nodes.lookUpExisting(FileIdentity(status), parent: parent, name: fileName) {
             return entry(existing, status)
@@ -165,7 +126,7 @@ public final class FileSystem: Sendable {
     func adopt(_ descriptor: consuming OwnedDescriptor, _ parent: Node, _ name: FileName) throws(Errno) -> fuse_entry_param {
         let status = try Syscall.statOfPathDescriptor(descriptor.raw)
         let node = nodes.lookUp(status, descriptor: descriptor, parent: parent, name: name)
-        evictor?.noteGrowth(count: nodes.count)
+        evictor.noteGrowth(count: nodes.count)
         return entry(node, status)
     }
 
@@ -215,15 +176,12 @@ public final class FileSystem: Sendable {
 
     /// Opens the node's backing object afresh with `flags` (works for unlinked files too).
     func reopen(_ node: Node, flags: Int32) throws(Errno) -> OwnedDescriptor {
-        try node.withDescriptor { (descriptor) throws(Errno) -> OwnedDescriptor in try reopen(descriptor: descriptor, flags: flags) }
+        try mount.reopen(node, flags: flags)
     }
 
     /// Opens the object behind one of our descriptors afresh with `flags`, through /proc/self/fd.
     func reopen(descriptor: Int32, flags: Int32) throws(Errno) -> OwnedDescriptor {
-        let directory = processDescriptors.raw
-        return try Syscall.withDescriptorPath(descriptor, prefix: "") { (name) throws(Errno) -> OwnedDescriptor in
-            try Syscall.openAt(directory, name, flags & ~O_NOFOLLOW)
-        }
+        try mount.reopen(descriptor: descriptor, flags: flags)
     }
 
     /// Runs `body` with the `/proc/self/fd/N` path of the node (for calls that take only paths).

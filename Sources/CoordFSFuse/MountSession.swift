@@ -23,11 +23,10 @@ public final class MountSession {
     private var session: OpaquePointer?
     /// argv for libfuse, NULL-terminated, owned here (strdup'd strings in an allocated array).
     private var arguments: UnsafeMutableBufferPointer<UnsafeMutablePointer<CChar>?>
-    /// The watch of the backing, stopped when the loop ends; nil when there is none.
-    private let watcher: BackingWatcher?
-
-    /// Opens the backing directory and creates the session; nothing is mounted yet.
-    public init(backing: String, mountpoint: String, options: MountOptions, logger: Logger) throws(MountFailure) {
+    /// Opens the backing directory and creates the session; nothing is mounted yet. `cluster`:
+    /// the cluster's events, which deliver other hosts' changes through `inbox`.
+    public init(backing: String, mountpoint: String, options: MountOptions, cluster: ClusterEventLink? = nil,
+                inbox: ChangeInbox = ChangeInbox(), logger: Logger) throws(MountFailure) {
         self.backing = backing
         self.mountpoint = mountpoint
         self.logger = logger
@@ -35,20 +34,24 @@ public final class MountSession {
         umask(0) // callers' modes get their own umask (see `FileSystem.creatingForCaller`); ours must not apply
         var options = options
         let ownChanges = OwnChanges(enabled: true)
-        let outside = OutsideChangeSink()
-        watcher = Self.watch(backing, &options, ownChanges, outside, logger)
+        let watcher = Self.watch(backing, &options, ownChanges, inbox, logger)
+        let notifier = KernelNotifier()
+        let mount: CoordinatedMount
         do {
-            fileSystem = try FileSystem(backing: backing, options: options, ownChanges: ownChanges, logger: logger)
+            mount = try CoordinatedMount(backing: backing, options: options, kernel: notifier, ownChanges: ownChanges,
+                                         watcher: watcher, cluster: cluster, logger: logger)
         } catch {
             watcher?.stop()
             throw MountFailure("cannot open the backing directory \(backing): \(error)")
         }
-        fileSystem.watcher = watcher
+        inbox.deliver(to: mount)
+        // Room for open files besides the nodes' descriptors.
+        fileSystem = FileSystem(mount: mount, notifier: notifier, maxNodes: options.maxNodes ?? Syscall.descriptorLimit() * 3 / 4)
         operations = FileSystem.makeOperations()
         if options.readOnly {
             logger.info("read-only: leftovers of an earlier run, if any, stay in the backing until a read-write mount")
         } else {
-            Self.recoverLeftovers(fileSystem, logger: logger)
+            Self.recoverLeftovers(mount, logger: logger)
         }
 
         var mountOptions = ["subtype=coordfs", "fsname=\(Self.escapeOption(backing))"]
@@ -69,28 +72,25 @@ public final class MountSession {
         session = withUnsafePointer(to: &operations) { cfuse_session_new(&fuseArguments, $0, userdata) }
         guard let session else {
             freeArguments()
+            fileSystem.evictor.stop()
             watcher?.stop()
             throw MountFailure("libfuse could not create a session (see the message above)")
         }
-        // Room for open files besides the nodes' descriptors.
-        let maxNodes = options.maxNodes ?? Syscall.descriptorLimit() * 3 / 4
-        fileSystem.evictor = NodeEvictor(nodes: fileSystem.nodes, session: session, maxNodes: maxNodes)
-        fileSystem.notifier = KernelNotifier(session: session)
-        outside.deliver(to: fileSystem)
+        notifier.attach(session)
     }
 
     /// Starts the watch of the backing that `options` ask for. A mount that should watch and
     /// cannot (limits, permissions) says so and shortens its cache timeouts instead, so that
     /// changes made behind it show within a second rather than a day later.
     private static func watch(_ backing: String, _ options: inout MountOptions, _ ownChanges: OwnChanges,
-                              _ outside: OutsideChangeSink, _ logger: Logger) -> BackingWatcher? {
+                              _ inbox: ChangeInbox, _ logger: Logger) -> BackingWatcher? {
         guard options.watchBacking else {
             ownChanges.setEnabled(false)
             return nil
         }
         do throws(WatchFailure) {
             let watcher = try BackingWatcher.start(root: backing, method: options.watchMethod, ownChanges: ownChanges,
-                                                   report: { batch in outside.apply(batch) })
+                                                   report: { batch in inbox.applyOutside(batch) })
             ownChanges.setEnabled(watcher.method == .inotify)
             logger.info("watching the backing for changes made directly in it",
                         metadata: ["method": "\(watcher.method)", "directories": "\(watcher.watchedDirectories)"])
@@ -108,9 +108,9 @@ public final class MountSession {
 
     /// Moves temps a crash left in the backing to the recovery folder, before anyone can open
     /// the files they were saving; committed files are untouched.
-    private static func recoverLeftovers(_ fileSystem: FileSystem, logger: Logger) {
+    private static func recoverLeftovers(_ mount: CoordinatedMount, logger: Logger) {
         do throws(Errno) {
-            for append in try AppendJournal.rollBack(backingRoot: fileSystem.nodes.root.directory) {
+            for append in try AppendJournal.rollBack(backingRoot: mount.nodes.root.directory) {
                 Instruments.saveRecovered()
                 logger.warning("recovered an unfinished append from an earlier run", metadata: ["file": "\(append)"])
             }
@@ -118,7 +118,7 @@ public final class MountSession {
             logger.error("could not roll back unfinished appends", metadata: ["error": "\(error)"])
         }
         do throws(Errno) {
-            for file in try Recovery.sweep(backingRoot: fileSystem.nodes.root.directory) {
+            for file in try Recovery.sweep(backingRoot: mount.nodes.root.directory) {
                 Instruments.saveRecovered()
                 logger.warning("recovered an unfinished save from an earlier run", metadata: ["file": "\(file)"])
             }
@@ -157,7 +157,7 @@ public final class MountSession {
             logger.warning("cannot find the mount in mountinfo: files locked through it are not known as locked")
             return
         }
-        fileSystem.kernelMount.set(id: entry.id, major: entry.major, minor: entry.minor)
+        fileSystem.mount.kernelMount.set(id: entry.id, major: entry.major, minor: entry.minor)
     }
 
     public func mount() throws(MountFailure) {
@@ -193,9 +193,9 @@ public final class MountSession {
         let options = fileSystem.options
         let result = cfuse_session_loop_mt(session, options.cloneDevice ? 1 : 0, options.maxIdleThreads, options.maxThreads)
         stopping()
-        watcher?.stop()
-        fileSystem.evictor?.stop()
-        fileSystem.notifier?.drain()
+        fileSystem.mount.watcher?.stop()
+        fileSystem.evictor.stop()
+        fileSystem.notifier.drain()
         fuse_session_unmount(session)
         fuse_remove_signal_handlers(session)
         logger.info("unmounted", metadata: ["mountpoint": "\(mountpoint)"])

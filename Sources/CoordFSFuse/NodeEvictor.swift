@@ -12,11 +12,10 @@ import Synchronization
 ///
 /// It runs on a thread of its own: an invalidation waits for the directory's lock in the
 /// kernel, which a request in flight may hold until one of our workers answers it.
-/// Sendable: the session pointer is only used for notifications, which libfuse allows from
-/// any thread; the rest is immutable or guarded by `state`.
-final class NodeEvictor: @unchecked Sendable {
+/// Sendable: constants, and `state` behind its lock.
+final class NodeEvictor: Sendable {
     private let nodes: NodeTable
-    private let session: OpaquePointer
+    private let notifier: KernelNotifier
     let highWater: Int
     private let lowWater: Int
     private let wakeups = DispatchSemaphore(value: 0)
@@ -24,9 +23,9 @@ final class NodeEvictor: @unchecked Sendable {
     /// Guards whether a wake-up is already pending and whether the evictor must stop.
     private let state = Mutex<(pending: Bool, stopping: Bool)>((false, false))
 
-    init(nodes: NodeTable, session: OpaquePointer, maxNodes: Int) {
+    init(nodes: NodeTable, notifier: KernelNotifier, maxNodes: Int) {
         self.nodes = nodes
-        self.session = session
+        self.notifier = notifier
         self.highWater = max(maxNodes, 64)
         self.lowWater = highWater * 2 / 3
         DispatchQueue(label: "coordfs.node-evictor").async { [self] in run() }
@@ -66,7 +65,7 @@ final class NodeEvictor: @unchecked Sendable {
             let before = nodes.count
             for (parent, name) in nodes.evictionCandidates(limit: before - lowWater) {
                 if state.withLock({ $0.stopping }) { return }
-                _ = name.withCString { fuse_lowlevel_notify_inval_entry(session, fuse_ino_t(parent), $0, name.count) }
+                notifier.invalidateEntryNow(directory: parent, name: name)
             }
             usleep(5_000) // let the kernel's forgets arrive
             stalled = nodes.count < before ? 0 : stalled + 1

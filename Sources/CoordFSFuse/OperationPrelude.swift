@@ -176,9 +176,9 @@ extension FileSystem {
     /// from changes made behind the mount.
     private func noteChanges(_ requests: OperationClaimRequests, _ mode: ClaimMode?,
                              _ body: @escaping @Sendable () -> Void) -> @Sendable () -> Void {
-        guard ownChanges.isEnabled, mode == .write || mode == .exclusive else { return body }
-        return { [ownChanges] in
-            for request in requests.now() { ownChanges.note(request.path) }
+        guard mount.notesOwnChanges, mode == .write || mode == .exclusive else { return body }
+        return { [mount] in
+            for request in requests.now() { mount.noteOwnChange(request.path) }
             body()
         }
     }
@@ -194,10 +194,10 @@ extension FileSystem {
         let claim = operation.claim(strictReads: options.strictReads, inPlace: inPlace)
         let keeps = claim?.span == .handle
         let requests = claimRequests(claim, paths)
-        let notes = ownChanges.isEnabled && claim?.mode == .write
+        let notes = mount.notesOwnChanges && claim?.mode == .write
         withPresentersAndClaims(request, asking: presenterAsks(operation, paths, .none), claims: requests,
                                 nonblocking: nonblocking) { [self] held, consent in
-            if notes { for request in requests.now() { ownChanges.note(request.path) } }
+            if notes { for request in requests.now() { mount.noteOwnChange(request.path) } }
             if !keeps, let held { authority.release(held) }
             body(keeps ? held : nil, consent)
         }

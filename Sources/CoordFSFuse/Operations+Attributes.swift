@@ -51,7 +51,7 @@ extension FileSystem {
 
     func forget(_ id: fuse_ino_t, _ count: UInt64) {
         if nodes.forget(UInt64(id), count: count) {
-            notifier?.forgetPages(of: UInt64(id))
+            notifier.forgetPages(of: UInt64(id))
             selfCoordinating.forget(UInt64(id))
         }
     }
@@ -141,12 +141,12 @@ extension FileSystem {
                     }
                 } else {
                     try changeAttributes(of: node, handle: handle, wanted.value, fields)
-                    noteChangedThroughMount(node)
+                    mount.noteChangedThroughMount(node)
                     if let handle { status = try Syscall.stat(handle.readable.raw) } else { status = try attributes(of: node) }
                 }
                 let onlySize = fields & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_CTIME) == 0
                 if save == nil {
-                    publish(onlySize ? .changed : .attributes, origin: origin, path: path, isDirectory: node.isDirectory,
+                    mount.publish(onlySize ? .changed : .attributes, origin: origin, path: path, isDirectory: node.isDirectory,
                             size: node.isRegularFile ? Int64(status.st_size) : nil)
                 }
                 status = attributesForKernel(node, status)
@@ -199,7 +199,7 @@ extension FileSystem {
             if let handle {
                 try Syscall.changeMode(handle.readable.raw, wanted.st_mode)
             } else {
-                let directory = processDescriptors.raw
+                let directory = mount.processDescriptors.raw
                 try withProcessName(of: node) { (name) throws(Errno) in
                     try Syscall.changeMode(at: directory, name, wanted.st_mode)
                 }

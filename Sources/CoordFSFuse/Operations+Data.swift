@@ -11,7 +11,7 @@ extension FileSystem {
         // The kernel names the reader's files table in a read(2) that goes around the page
         // cache, and nobody in a read that fills it (a cached handle's read, a mapping's fault).
         let source = file.pointee.lock_owner == 0 ? pageCacheSource(for: handle) : handle.readable
-        notifier?.notePages(of: handle.node.id) // whatever the handle, the reply may fill a page (see `KernelNotifier`)
+        notifier.notePages(of: handle.node.id) // whatever the handle, the reply may fill a page (see `KernelNotifier`)
         _ = withExtendedLifetime(source) {
             let length = readsCommittedVersion(handle, source) ? committedLength(size, at: offset, in: source, of: handle) : size
             return cfuse_reply_data_from_fd(request, source.raw, length, offset, options.spliceReads ? 1 : 0)
@@ -20,7 +20,7 @@ extension FileSystem {
 
     func writeBuffer(_ request: fuse_req_t, _ buffers: UnsafeMutablePointer<fuse_bufvec>, _ offset: off_t, _ file: UnsafeMutablePointer<fuse_file_info>) {
         guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
-        if handle.usesPageCache { notifier?.notePages(of: handle.node.id) } // the data is in a page already
+        if handle.usesPageCache { notifier.notePages(of: handle.node.id) } // the data is in a page already
         do throws(Errno) {
             let dropsSetID = handle.save != nil && canChangeOwners && fuse_req_ctx(request)!.pointee.uid != 0
             // Pages written back from a shared mapping go where they belong, as on a disk.
@@ -53,13 +53,13 @@ extension FileSystem {
         if let save = handle.save {
             // A change that may be an append writes the file itself, which a watch of the backing
             // sees (one that names no process must take it for the mount's own).
-            if ownChanges.isEnabled, !range.isAnywhere || save.writesInPlace { ownChanges.note(nodes.path(of: handle.node)) }
+            if mount.notesOwnChanges, !range.isAnywhere || save.writesInPlace { mount.noteOwnChange(nodes.path(of: handle.node)) }
             let result = try save.change(at: range, reopen: reopen(descriptor:flags:), body)
             if save.writesInPlace { handle.wroteInPlace.store(true, ordering: .relaxed) }
             return result
         }
         handle.wroteInPlace.store(true, ordering: .relaxed)
-        if ownChanges.isEnabled { ownChanges.note(nodes.path(of: handle.node)) }
+        if mount.notesOwnChanges { mount.noteOwnChange(nodes.path(of: handle.node)) }
         return try body(handle.own!.raw)
     }
 

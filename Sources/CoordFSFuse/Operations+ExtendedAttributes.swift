@@ -119,7 +119,7 @@ extension FileSystem {
                 try change(node, requester)
                 // The owner's change went to its save; anyone else's (by another name) to the committed file.
                 if let save = activity.save(of: node), save.owner != requester { save.committedFileChangedThroughMount() }
-                publish(.attributes, origin: origin(of: pending.raw), path: path, isDirectory: node.isDirectory, size: nil)
+                mount.publish(.attributes, origin: origin(of: pending.raw), path: path, isDirectory: node.isDirectory, size: nil)
                 replyOK(pending.raw)
             } catch {
                 reply(pending.raw, error: error)

@@ -24,7 +24,7 @@ extension FileSystem {
                 if givenToCaller { try giveToCaller(pending.raw, parent: parent, name: fileName, mode: mode) }
                 // A hard link names an object that may have a node already; anything else is new.
                 var entry = givenToCaller ? try lookUpMade(parent, fileName) : try lookUp(parent, fileName)
-                publish(.created, origin: origin(of: pending.raw), path: path, isDirectory: mode & S_IFMT == S_IFDIR, size: nil)
+                mount.publish(.created, origin: origin(of: pending.raw), path: path, isDirectory: mode & S_IFMT == S_IFDIR, size: nil)
                 fuse_reply_entry(pending.raw, &entry)
             } catch {
                 reply(pending.raw, error: error)
@@ -47,7 +47,7 @@ extension FileSystem {
             try creatingForCaller(caller.raw, mode: mode) { (creationMode) throws(Errno) in
                 try Syscall.makeDirectory(at: parent.directory, name, creationMode)
             }
-            if let watcher, let made = try? Syscall.openAt(parent.directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW) {
+            if let watcher = mount.watcher, let made = try? Syscall.openAt(parent.directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW) {
                 watcher.watchMadeDirectory(made.raw)
             }
         }
@@ -64,14 +64,14 @@ extension FileSystem {
     func link(_ request: fuse_req_t, _ id: fuse_ino_t, _ newParent: fuse_ino_t, _ newName: UnsafePointer<CChar>) {
         let node: Node
         do throws(Errno) { node = try self.node(id) } catch { return reply(request, error: error) }
-        let processDirectory = processDescriptors.raw
+        let processDirectory = mount.processDescriptors.raw
         // A hard link names an existing object: it keeps its owner.
         replyWithNewEntry(request, newParent, newName, mode: 0, givenToCaller: false) { [self] (parent, name) throws(Errno) in
             if let save = activity.save(of: node), !save.target.exists { throw .noSuchFileOrDirectory } // not created yet
             try withProcessName(of: node) { (source) throws(Errno) in
                 try Syscall.link(processDirectory, source, to: parent.directory, name, flags: AT_SYMLINK_FOLLOW)
             }
-            noteChangedThroughMount(node)
+            mount.noteChangedThroughMount(node)
         }
     }
 
@@ -101,7 +101,7 @@ extension FileSystem {
                     // No stat first: the kernel looked the name up, so the node table knows what it names.
                     try Syscall.unlink(at: parent.directory, fileName, flags: flags)
                     noteRemoved(fileName, in: parent, file: file)
-                    publish(.deleted, origin: origin, path: path, isDirectory: flags & AT_REMOVEDIR != 0, size: nil)
+                    mount.publish(.deleted, origin: origin, path: path, isDirectory: flags & AT_REMOVEDIR != 0, size: nil)
                 } catch .noSuchFileOrDirectory where removedPending {
                     // Only the pending file had the name.
                 }
@@ -171,7 +171,7 @@ extension FileSystem {
                 if let sourcePath, let destinationPath {
                     // What moved, for the event: stat through the node's descriptor (no path walk).
                     let moved: stat? = if let movedNode { try? attributes(of: movedNode) } else { try? Syscall.stat(at: destination.directory, destinationName) }
-                    publish(.moved, origin: origin, path: sourcePath, destination: destinationPath,
+                    mount.publish(.moved, origin: origin, path: sourcePath, destination: destinationPath,
                             isDirectory: moved.map { $0.st_mode & S_IFMT == S_IFDIR } ?? false, size: moved.map { Int64($0.st_size) })
                 }
                 replyOK(pending.raw)

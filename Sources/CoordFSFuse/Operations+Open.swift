@@ -44,9 +44,9 @@ extension FileSystem {
         if item != nil, item?.resolved == nil, let former = nodes.formerName(of: node) {
             switch former {
             case .free(let path):
-                if let now = backingStatus(of: path), now.st_mode & S_IFMT == S_IFREG { item = NamedPath(node, formerPath: path) }
+                if let now = mount.backingStatus(of: path), now.st_mode & S_IFMT == S_IFREG { item = NamedPath(node, formerPath: path) }
             case .taken(let directory, let name) where opensForChange(flags):
-                notifier?.invalidateEntry(directory: directory.id, name: name)
+                notifier.invalidateEntry(directory: directory.id, name: name)
                 return reply(request, error: .staleNFSFileHandle)
             case .taken:
                 break
@@ -181,9 +181,9 @@ extension FileSystem {
             if location == nil, nodes.node(named: name, in: directory) == nil { nodes.moved(node, to: directory, name: name) }
             return
         }
-        if found != nil, followReplacement(of: node, in: directory, named: name) { return }
+        if found != nil, mount.followReplacement(of: node, in: directory, named: name) { return }
         if nodes.node(named: name, in: directory) === node { nodes.removedNameBehind(name, in: directory) }
-        notifier?.invalidateEntry(directory: directory.id, name: name)
+        notifier.invalidateEntry(directory: directory.id, name: name)
         throw .staleNFSFileHandle
     }
 
@@ -224,7 +224,7 @@ extension FileSystem {
         if handle.usesPageCache {
             if options.keepPageCache { cfuse_fi_set_keep_cache(info, 1) }
             // A writer through the page cache may fill pages without a READ (see `KernelNotifier`).
-            if handle.isWriter { notifier?.notePages(of: handle.node.id) }
+            if handle.isWriter { notifier.notePages(of: handle.node.id) }
         } else {
             cfuse_fi_set_direct_io(info, 1)
         }
@@ -303,7 +303,7 @@ extension FileSystem {
             }
             try giveToCaller(request.raw, parent: parent, name: name, descriptor: descriptor.raw, mode: mode)
             var entry = try lookUpMade(parent, name)
-            publish(.created, origin: origin, path: nodes.path(of: parent)?.appending(name), isDirectory: false, size: 0)
+            mount.publish(.created, origin: origin, path: nodes.path(of: parent)?.appending(name), isDirectory: false, size: 0)
             let handle = OpenFile(node: try node(entry.ino), own: SharedDescriptor(descriptor), save: nil, isWriter: true,
                                   appends: false, usesPageCache: true, claims: nil, origin: origin, consent: consent)
             replyCreate(request, &entry, &info, handle)

@@ -39,7 +39,7 @@ extension FileSystem {
         if let save = handle.save {
             // Pages another handle filled since the owner's mmap (which emptied the cache) come
             // from the committed version: dropped once, when the save's pages take over.
-            if activity.noteMapped(save), let notifier, notifier.mayHoldPages(of: node.id) {
+            if activity.noteMapped(save), notifier.mayHoldPages(of: node.id) {
                 notifier.invalidateContents(of: node.id)
             }
             return handle.readable

@@ -80,7 +80,7 @@ extension FileSystem {
         let owner: Int32 = if case .process(let pid) = save.owner { pid } else { 0 }
         do throws(Errno) {
             let (origin, claims) = saveHandles.first(of: save)
-            try commit(save, origin: origin ?? ChangeOrigin(pid: owner, uid: 0), under: claims, thenInPlace: true)
+            try mount.commit(save, origin: origin ?? ChangeOrigin(pid: owner, uid: 0), under: claims, thenInPlace: true)
             logger.info("the file coordinates itself: written in place from now on", metadata: [
                 "path": "\(nodes.path(of: save.node)?.description ?? "?")", "owner": "\(save.owner)",
             ])

@@ -30,6 +30,11 @@ public final class ScrapedSeries: Sendable {
         var presenterRequests: UInt64 = 0
     }
 
+    /// The series of `mount`'s tables.
+    public convenience init(registry: PrometheusCollectorRegistry, mount: CoordinatedMount) {
+        self.init(registry: registry, hub: mount.events, presenters: mount.presenters, claims: mount.claims, nodes: mount.nodes)
+    }
+
     public init(registry: PrometheusCollectorRegistry, hub: EventHub, presenters: PresenterRegistry, claims: ClaimTable, nodes: NodeTable) {
         self.hub = hub
         self.presenters = presenters

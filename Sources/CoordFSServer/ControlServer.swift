@@ -57,6 +57,19 @@ public final class ControlServer: Sendable {
 
     /// Creates the socket (replacing a stale one, refusing a live one) and starts serving.
     ///
+    /// Serves `mount`'s events, presenters and claims (across hosts, with its authority), each
+    /// client shown only what its user could read in the backing. The other parameters are
+    /// those of the form below.
+    public static func start(socketPath: String, mode: mode_t = 0o600, mount: CoordinatedMount, logger: Logger,
+                             options: Options = Options(),
+                             cluster: (@Sendable () -> StatusReport.Cluster)? = nil) throws(ControlSocketError) -> ControlServer {
+        var options = options
+        options.backingWatch = mount.watchMethod?.rawValue
+        return try start(socketPath: socketPath, mode: mode, hub: mount.events, presenters: mount.presenters, claims: mount.claims,
+                         authority: mount.authority, access: BackingPathAccess(rootDescriptor: mount.nodes.root.directory),
+                         logger: logger, options: options, cluster: cluster)
+    }
+
     /// - Parameters:
     ///   - socketPath: where the socket goes; its directory is created when missing.
     ///   - mode: the socket file's permissions: 0600 lets only the mounting user connect;

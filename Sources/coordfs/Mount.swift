@@ -235,10 +235,16 @@ struct Mount: ParsableCommand {
         let session: MountSession
         let server: ControlServer
         do {
-            session = try MountSession(backing: paths.backing, mountpoint: paths.mountpoint, options: options, logger: logger)
-            clusterEvents = try startClusterEvents(cluster, session.fileSystem, logger: logger)
+            // Other hosts' changes reach the mount through the inbox once it exists.
+            let inbox = ChangeInbox()
+            clusterEvents = try startClusterEvents(cluster, inbox, logger: logger)
+            let link = clusterEvents.map { events in
+                ClusterEventLink(publish: { events.publish($0) }, isPeerDaemon: { events.isPeerDaemon(pid: $0) })
+            }
+            session = try MountSession(backing: paths.backing, mountpoint: paths.mountpoint, options: options, cluster: link,
+                                       inbox: inbox, logger: logger)
             // Listening before the mount appears: a client that finds the mount finds the socket.
-            server = try startControlServer(socketPath, session.fileSystem, cluster: cluster, logger: logger)
+            server = try startControlServer(socketPath, session.fileSystem.mount, cluster: cluster, logger: logger)
         } catch {
             printError("\(error)")
             return .failure
@@ -246,7 +252,7 @@ struct Mount: ParsableCommand {
         let metricsEndpoint: MetricsEndpoint?
         do {
             metricsEndpoint = try metricsAddress.map { (address) throws(MetricsEndpointError) in
-                try startMetricsEndpoint(address, registry: registry!, session.fileSystem, logger: logger)
+                try startMetricsEndpoint(address, registry: registry!, session.fileSystem.mount, logger: logger)
             }
         } catch {
             server.stop()
@@ -269,11 +275,11 @@ struct Mount: ParsableCommand {
         // Under a service manager (systemd's Type=notify), which runs the foreground form.
         let manager = readyDescriptor == nil ? ServiceNotifier.fromEnvironment() : nil
         if let manager {
-            let fileSystem = session.fileSystem
+            let mount = session.fileSystem.mount
             let backing = paths.backing
             manager.announceReady(mountpoint: paths.mountpoint) {
-                let claims = fileSystem.claims.snapshot()
-                let subscribers = fileSystem.events.statistics().subscribers
+                let claims = mount.claims.snapshot()
+                let subscribers = mount.events.statistics().subscribers
                 return "serving \(backing): \(claims.holders.count) claims held, \(claims.waiters.count) waiting, \(subscribers) subscribers"
             }
         }
@@ -288,21 +294,19 @@ struct Mount: ParsableCommand {
     }
 
     /// Starts carrying events between this mount and the other hosts of its cluster, nil
-    /// without a cluster: other hosts' commits are applied to the mount, and the mount's own
-    /// go to them.
-    private func startClusterEvents(_ cluster: ClusterSession?, _ fileSystem: FileSystem, logger: Logger) throws(ClusterChoiceError) -> ClusterEvents? {
+    /// without a cluster: other hosts' commits go to the mount through `inbox`, and the
+    /// mount's own go to them (through the link made of the result).
+    private func startClusterEvents(_ cluster: ClusterSession?, _ inbox: ChangeInbox, logger: Logger) throws(ClusterChoiceError) -> ClusterEvents? {
         guard let cluster, let configuration = try clusterChoice.configuration() else { return nil }
         let events: ClusterEvents
         do {
             events = try ClusterEvents(configuration: configuration, host: cluster.host, logger: logger,
                                        currentHost: { [cluster] in cluster.host },
-                                       apply: { [fileSystem] batch in fileSystem.applyRemoteChanges(batch) })
+                                       apply: { batch in inbox.applyRemote(batch) })
         } catch {
             let message = error.description.split(whereSeparator: \.isNewline).map { $0.trimmingPrefix(while: \.isWhitespace) }.joined(separator: " ")
             throw ClusterChoiceError("cannot follow the cluster's events: \(message)")
         }
-        fileSystem.clusterEvents = ClusterEventLink(publish: { [events] in events.publish($0) },
-                                                    isPeerDaemon: { [events] in events.isPeerDaemon(pid: $0) })
         return events
     }
 
@@ -331,22 +335,18 @@ struct Mount: ParsableCommand {
     }
 
     /// Serves the Prometheus endpoint: what swift-metrics counted, and what the mount's tables hold now.
-    private func startMetricsEndpoint(_ address: MetricsAddress, registry: PrometheusRegistry, _ fileSystem: FileSystem,
+    private func startMetricsEndpoint(_ address: MetricsAddress, registry: PrometheusRegistry, _ mount: CoordinatedMount,
                                       logger: Logger) throws(MetricsEndpointError) -> MetricsEndpoint {
-        let scraped = ScrapedSeries(registry: registry, hub: fileSystem.events, presenters: fileSystem.presenters,
-                                    claims: fileSystem.claims, nodes: fileSystem.nodes)
+        let scraped = ScrapedSeries(registry: registry, mount: mount)
         return try MetricsEndpoint.start(address, registry: registry, update: { scraped.update() }, logger: logger)
     }
 
     /// Serves the mount's events, presenters and claims on its control socket.
-    private func startControlServer(_ socketPath: String, _ fileSystem: FileSystem, cluster: ClusterSession?,
+    private func startControlServer(_ socketPath: String, _ mount: CoordinatedMount, cluster: ClusterSession?,
                                     logger: Logger) throws(ControlSocketError) -> ControlServer {
         var serverOptions = ControlServer.Options()
         serverOptions.defaultClaimWait = .milliseconds(Int64(claimTimeout * 1000))
-        serverOptions.backingWatch = fileSystem.watchMethod?.rawValue
-        return try ControlServer.start(socketPath: socketPath, mode: socketPermissions!, hub: fileSystem.events,
-                                       presenters: fileSystem.presenters, claims: fileSystem.claims, authority: fileSystem.authority,
-                                       access: BackingPathAccess(rootDescriptor: fileSystem.nodes.root.directory),
+        return try ControlServer.start(socketPath: socketPath, mode: socketPermissions!, mount: mount,
                                        logger: logger, options: serverOptions, cluster: clusterStatus(cluster))
     }
 }

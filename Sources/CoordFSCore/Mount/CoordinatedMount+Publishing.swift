@@ -1,40 +1,39 @@
-import CFuse
-import CoordFSCore
-
 /// Who caused a change, read from a request before it is answered (after that the request is
 /// gone). Handles keep the one of their open, for changes that land at a later release.
-struct ChangeOrigin: Sendable {
-    let pid: Int32
-    let uid: UInt32
+public struct ChangeOrigin: Sendable {
+    public let pid: Int32
+    public let uid: UInt32
+
+    public init(pid: Int32, uid: UInt32) {
+        self.pid = pid
+        self.uid = uid
+    }
 }
 
-extension FileSystem {
-    func origin(of request: fuse_req_t) -> ChangeOrigin {
-        let context = fuse_req_ctx(request)!.pointee
-        return ChangeOrigin(pid: processes.threadGroup(of: context.pid), uid: context.uid)
-    }
-
+// The fan-out of a finished change: the event hub (subscribers), the cluster's queue (other
+// hosts, for this host's own changes only) and presenters (after-the-fact notices).
+extension CoordinatedMount {
     /// Reports a finished change: an event for subscribers, and the matching after-the-fact
     /// notice for presenters (not for the process tree that made the change). Call it once the
     /// change is in the backing and before the reply, so that a subscriber that sees the event
     /// and looks finds the change, and events keep the order in which the claims let the
     /// changes happen. `size` is only evaluated for files.
-    func publish(_ kind: ChangeKind, origin: ChangeOrigin, path: MountPath?, destination: MountPath? = nil, isDirectory: Bool,
-                 size: @autoclosure () -> Int64?) {
+    public func publish(_ kind: ChangeKind, origin: ChangeOrigin, path: MountPath?, destination: MountPath? = nil, isDirectory: Bool,
+                        size: @autoclosure () -> Int64?) {
         guard let path else { return } // reachable only through a descriptor: it has no name to report
         let name = processes.name(of: origin.pid) ?? ""
         publish(kind, path: path, destination: destination, isDirectory: isDirectory,
                 origin: EventOrigin(pid: origin.pid, uid: origin.uid, processName: name), size: isDirectory ? nil : size())
     }
 
-    /// `publish` with the origin in full: also for changes made behind the mount.
-    func publish(_ kind: ChangeKind, path: MountPath, destination: MountPath? = nil, isDirectory: Bool, origin: EventOrigin, size: Int64?) {
+    /// `publish` with the origin in full: also for changes made behind the mount or by other hosts.
+    public func publish(_ kind: ChangeKind, path: MountPath, destination: MountPath? = nil, isDirectory: Bool, origin: EventOrigin, size: Int64?) {
         // Only this host's own commits go to the cluster: a change seen behind the mount, or
         // applied from another host, is the backing's or that host's to tell.
         func toHub() -> ChangeEvent {
             events.publish(kind, path: path, destination: destination, isDirectory: isDirectory, origin: origin, size: size)
         }
-        if let cluster = clusterEvents, !origin.isOutside, origin.host == nil {
+        if let cluster, !origin.isOutside, origin.host == nil {
             clusterPublishing.withLock { _ in cluster.publish(toHub()) }
         } else {
             _ = toHub()

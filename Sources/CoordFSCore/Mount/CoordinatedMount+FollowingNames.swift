@@ -7,11 +7,11 @@ import SystemPackage
 // carries on (its pages and attributes are dropped), readers that had the old version open
 // keep it through their own descriptors, and there is one node per name, whichever comes
 // first: the other host's report of the commit, a lookup of the name, or an open that checks
-// the name once it holds its claims (Operations+Open.swift). Without it, each of those would
+// the name once it holds its claims (the FUSE glue's open, Operations+Open.swift). Without it, each of those would
 // make its own node for the new file, and an open that came through the old one would find
 // its name gone.
 
-extension FileSystem {
+extension CoordinatedMount {
     /// Makes `node` stand for the regular file now at `directory`/`name`, as the name holds
     /// it when this looks (an `O_PATH` open of the name, then its fstat: one file, whatever
     /// the name holds a moment later). False when it cannot: the node is no regular file or
@@ -25,7 +25,7 @@ extension FileSystem {
     /// which has since been replaced never sets the node back to it once someone moved it on
     /// (a writer's save would start from that older version, and its increment would be
     /// lost); a follower overtaken that way looks again.
-    func followReplacement(of node: Node, in directory: Node, named name: FileName) -> Bool {
+    public func followReplacement(of node: Node, in directory: Node, named name: FileName) -> Bool {
         guard node.isRegularFile else { return false }
         for _ in 0..<8 {
             switch followOnce(node, in: directory, named: name) {
@@ -59,7 +59,7 @@ extension FileSystem {
         let followed = nodes.follow(node, from: previous, to: descriptor, identity: identity)
         if followed { nodes.moved(node, to: directory, name: name) }
         // Dropped either way: the note above holds readers off the page cache until it is.
-        notifier?.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) }
+        kernel.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) }
         // Overtaken: another follower may have moved the node to this same file.
         return followed || node.identity == identity ? .following : .overtaken
     }

@@ -1,4 +1,3 @@
-import CFuse
 import Glibc
 import CoordFSCore
 import Synchronization
@@ -10,13 +9,11 @@ import SystemPackage
 // marked as made outside it.
 //
 // Everything runs on the watch's thread, one change after another in the kernel's order. The
-// kernel is told through `KernelNotifier`'s queue, never inline (see there); the node table
+// kernel is told through `KernelCache`, which queues (see there); the node table
 // is updated here first, so a lookup that the invalidation prompts finds the new state.
-extension FileSystem {
+extension CoordinatedMount {
     /// Applies what the watch saw, in order.
-    func applyOutsideChanges(_ batch: [ObservedChange]) {
-        guard let notifier else { return }
-        let cluster = clusterEvents
+    public func applyOutsideChanges(_ batch: [ObservedChange]) {
         for observed in batch {
             // A peer daemon of the cluster on this machine, writing to the backing they share:
             // the caches follow it here as soon as the watch sees it, but its own event tells
@@ -33,28 +30,28 @@ extension FileSystem {
             }
             switch observed.change {
             case .created(let path, let isDirectory):
-                let status = followCreated(path, isDirectory: isDirectory, notifier)
+                let status = followCreated(path, isDirectory: isDirectory)
                 publish(.created, path: path, isDirectory: isDirectory, origin: origin,
                         size: isDirectory ? nil : status.map { Int64($0.st_size) })
             case .deleted(let path, let isDirectory):
-                outsideDeleted(path, notifier)
+                outsideDeleted(path)
                 publish(.deleted, path: path, isDirectory: isDirectory, origin: origin, size: nil)
             case .contentsChanged(let path):
                 if isUnnamedTemp(path) { continue }
-                if let node = nodes.node(at: path) { notifier.invalidateContents(of: node.id) }
+                if let node = nodes.node(at: path) { kernel.invalidateContents(of: node.id) }
                 let status = backingStatus(of: path)
                 if let status, status.st_mode & S_IFMT == S_IFDIR { continue } // its entries changed: told by their own events
                 publish(.changed, path: path, isDirectory: false, origin: origin, size: status.map { Int64($0.st_size) })
             case .attributesChanged(let path, let isDirectory):
                 if isUnnamedTemp(path) { continue }
-                if let node = nodes.node(at: path) { notifier.invalidateAttributes(of: node.id) }
+                if let node = nodes.node(at: path) { kernel.invalidateAttributes(of: node.id) }
                 publish(.attributes, path: path, isDirectory: isDirectory, origin: origin, size: nil)
             case .moved(let source, let destination, let isDirectory):
-                outsideMoved(from: source, to: destination, notifier)
+                outsideMoved(from: source, to: destination)
                 publish(.moved, path: source, destination: destination, isDirectory: isDirectory, origin: origin,
                         size: isDirectory ? nil : backingStatus(of: destination).map { Int64($0.st_size) })
             case .overflow:
-                outsideLost(notifier)
+                outsideLost()
             }
         }
     }
@@ -62,7 +59,7 @@ extension FileSystem {
     /// A name appeared (or now names another object): the node table and the kernel forget
     /// what they knew of the name. Returns the backing's attributes of it now.
     @discardableResult
-    func followCreated(_ path: MountPath, isDirectory: Bool, _ notifier: KernelNotifier) -> stat? {
+    func followCreated(_ path: MountPath, isDirectory: Bool) -> stat? {
         guard let name = path.name, let parentPath = path.parent else { return nil }
         let status = backingStatus(of: path)
         if let directory = nodes.node(at: parentPath) {
@@ -71,44 +68,44 @@ extension FileSystem {
             if let stale = nodes.node(named: name, in: directory), status.map({ FileIdentity($0) }) != stale.identity {
                 nodes.removedNameBehind(name, in: directory)
             }
-            notifier.invalidateEntry(directory: directory.id, name: name)
-            notifier.invalidateContents(of: directory.id)
+            kernel.invalidateEntry(directory: directory.id, name: name)
+            kernel.invalidateContents(of: directory.id)
         }
         // A new hard link changes the link count the file's other names show.
         if !isDirectory, let status, status.st_nlink > 1, let linked = nodes.node(identity: FileIdentity(status)) {
-            notifier.invalidateAttributes(of: linked.id)
+            kernel.invalidateAttributes(of: linked.id)
         }
         return status
     }
 
     /// The name is gone from the backing: the node known by it loses it, and the kernel is told
     /// of a deletion (an entry drop only, when the file keeps other links).
-    func outsideDeleted(_ path: MountPath, _ notifier: KernelNotifier) {
+    func outsideDeleted(_ path: MountPath) {
         guard let name = path.name, let parentPath = path.parent, let directory = nodes.node(at: parentPath) else { return }
         // Reported late: the name is back, for the node that stands for it (an open of this
         // host's followed another host's commit to it, Operations+Open.swift).
         if let known = nodes.node(named: name, in: directory), backingStatus(of: path).map({ FileIdentity($0) }) == known.identity {
-            notifier.invalidateEntry(directory: directory.id, name: name)
-            notifier.invalidateContents(of: directory.id)
+            kernel.invalidateEntry(directory: directory.id, name: name)
+            kernel.invalidateContents(of: directory.id)
             return
         }
         if let removed = nodes.removedNameBehind(name, in: directory) {
             if removed.isDirectory || nodes.isUnlinked(removed) {
-                notifier.notifyDeleted(directory: directory.id, child: removed.id, name: name)
+                kernel.notifyDeleted(directory: directory.id, child: removed.id, name: name)
             } else {
-                notifier.invalidateEntry(directory: directory.id, name: name)
-                notifier.invalidateAttributes(of: removed.id)
+                kernel.invalidateEntry(directory: directory.id, name: name)
+                kernel.invalidateAttributes(of: removed.id)
             }
         } else {
-            notifier.invalidateEntry(directory: directory.id, name: name)
+            kernel.invalidateEntry(directory: directory.id, name: name)
         }
-        notifier.invalidateContents(of: directory.id)
+        kernel.invalidateContents(of: directory.id)
     }
 
     /// The node moves with its name; whatever the destination named loses its name. Processes
     /// that have the moved item (or anything under a moved directory) open keep using it: the
     /// nodes hold descriptors, not paths.
-    func outsideMoved(from source: MountPath, to destination: MountPath, _ notifier: KernelNotifier) {
+    func outsideMoved(from source: MountPath, to destination: MountPath) {
         guard let sourceName = source.name, let destinationName = destination.name,
               let sourceParent = source.parent, let destinationParent = destination.parent else { return }
         let sourceDirectory = nodes.node(at: sourceParent)
@@ -124,7 +121,7 @@ extension FileSystem {
         } else {
             if let destinationDirectory, let replaced = nodes.removedNameBehind(destinationName, in: destinationDirectory) {
                 // Replaced by the move: gone from the tree, alive for whoever has it open.
-                notifier.invalidateAttributes(of: replaced.id)
+                kernel.invalidateAttributes(of: replaced.id)
             }
             if let sourceDirectory, let moved = nodes.node(named: sourceName, in: sourceDirectory) {
                 if let destinationDirectory {
@@ -136,8 +133,8 @@ extension FileSystem {
         }
         for (directory, name) in [(sourceDirectory, sourceName), (destinationDirectory, destinationName)] {
             guard let directory else { continue }
-            notifier.invalidateEntry(directory: directory.id, name: name)
-            notifier.invalidateContents(of: directory.id)
+            kernel.invalidateEntry(directory: directory.id, name: name)
+            kernel.invalidateContents(of: directory.id)
         }
     }
 
@@ -145,13 +142,13 @@ extension FileSystem {
     /// checked against the backing, every cached entry and attribute is dropped (and the
     /// negative entries the kernel may hold for names that exist now), and every subscriber
     /// is told to rescan.
-    private func outsideLost(_ notifier: KernelNotifier) {
+    private func outsideLost() {
         logger.warning("the watch of the backing lost changes (its queue overflowed); dropping every cache of the mount")
-        dropEveryCache(notifier)
+        dropEveryCache()
     }
 
     /// Anything may have changed: see `outsideLost`.
-    func dropEveryCache(_ notifier: KernelNotifier) {
+    func dropEveryCache() {
         var directories: [UInt64: Node] = [NodeTable.rootID: nodes.root]
         for (node, directory, name) in nodes.namedNodes() {
             let status = try? Syscall.stat(at: directory.directory, name)
@@ -160,15 +157,15 @@ extension FileSystem {
                 let followed = authority.hosts != nil && status != nil && followReplacement(of: node, in: directory, named: name)
                 if !followed { nodes.removedNameBehind(name, in: directory) }
             }
-            notifier.invalidateEntry(directory: directory.id, name: name)
-            notifier.invalidateContents(of: node.id)
+            kernel.invalidateEntry(directory: directory.id, name: name)
+            kernel.invalidateContents(of: node.id)
             if node.isDirectory { directories[node.id] = node }
         }
         // Names made meanwhile that the kernel may hold a negative entry for.
         for directory in directories.values {
-            notifier.invalidateContents(of: directory.id)
+            kernel.invalidateContents(of: directory.id)
             for name in (try? Syscall.directoryNames(directory.directory)) ?? [] where nodes.node(named: name, in: directory) == nil {
-                notifier.invalidateEntry(directory: directory.id, name: name)
+                kernel.invalidateEntry(directory: directory.id, name: name)
             }
         }
         events.resynchronizeAll()
@@ -181,27 +178,5 @@ extension FileSystem {
         guard let name = path.name?.bytes, name.count > 1, name[0] == UInt8(ascii: "#"),
               name.dropFirst().allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return false }
         return backingStatus(of: path) == nil
-    }
-
-    /// The backing's attributes of `path` now (nil when it is gone again).
-    func backingStatus(of path: MountPath) -> stat? {
-        if path.isRoot { return try? Syscall.statOfPathDescriptor(nodes.root.directory) }
-        return path.withRelativeCString { try? Syscall.stat(at: nodes.root.directory, $0) }
-    }
-}
-
-/// Hands the watch's reports to the mount once it is ready: the watch starts before the
-/// mount's state exists (the state's cache timeouts depend on whether the watch could
-/// start), and what it reports before then concerns nobody (no kernel cache, no subscriber).
-/// Sendable: the target is behind its lock (a leaf: taken only to read or set the target).
-final class OutsideChangeSink: Sendable {
-    private let target = Mutex<FileSystem?>(nil)
-
-    func deliver(to fileSystem: FileSystem) {
-        target.withLock { $0 = fileSystem }
-    }
-
-    func apply(_ batch: [ObservedChange]) {
-        target.withLock { $0 }?.applyOutsideChanges(batch)
     }
 }

@@ -1,5 +1,3 @@
-import CoordFSCore
-
 /// What a mount is asked to do; filled by the command line, read by the session and operations.
 public struct MountOptions: Sendable {
     /// How long the kernel may trust an attribute reply, in seconds. The mount invalidates what

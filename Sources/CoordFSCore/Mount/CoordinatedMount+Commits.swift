@@ -1,0 +1,66 @@
+import Glibc
+import SystemPackage
+
+// Commits: what a save's commit entails for everyone else (the kernel's caches, subscribers,
+// presenters, other hosts), and the fence that refuses one when this host lost its claims.
+extension CoordinatedMount {
+    /// Commits a save's changes and tells the kernel and subscribers. Returns the report, for
+    /// the caller to drop (and with it the replaced file's descriptor) once it has replied.
+    /// `held`: the claims of the handle the commit comes through; when other hosts no longer
+    /// cover them, the commit is refused (fencing): the save's version is kept beside the
+    /// file, a `conflict` event says where, and the commit fails with EIO.
+    @discardableResult
+    public func commit(_ save: Save, origin: ChangeOrigin, under held: HeldClaims?, onlyWithoutWriters: Bool = false,
+                thenInPlace: Bool = false) throws(Errno) -> CommitReport? {
+        if ownChanges.isEnabled {
+            let target = save.target
+            ownChanges.note(nodes.path(of: target.directory)?.appending(target.name))
+        }
+        guard let report = try save.commit(durability: commitDurability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters, thenInPlace: thenInPlace,
+                                           reopen: reopen(descriptor:flags:),
+                                           willKeep: { [self] directory, name in ownChanges.note(nodes.path(of: directory)?.appending(name)) },
+                                           stillCovered: { [authority] in held.map(authority.stillHolds) ?? true })
+        else { return nil }
+        if report.fencedOff {
+            publishKeptAside(report, origin: origin)
+            logger.error("commit refused: this host lost its claim across hosts; the file is unchanged, the save kept beside it", metadata: [
+                "path": "\(report.path?.description ?? "?")", "kept as": "\(report.conflict?.path?.description ?? "?")",
+            ])
+            throw .ioError
+        }
+        Instruments.saveCommitted()
+        if report.created { activity.clearPendingName(of: save) }
+        let node = save.node
+        // With no page of the node in the kernel and no open reader that could fill one with
+        // the replaced version, there is nothing to drop: readers of the new version may use
+        // the page cache at once. (Attributes need no invalidation either: every change of a
+        // save makes the kernel's copy stale, and nothing replied during a save is cached.)
+        if let appendedFrom = report.appendedFrom {
+            // The same file, grown: readers of it read on, and only the pages from the old end
+            // on may hold what they were shown of the end then.
+            if kernel.mayHoldPages(of: node.id) { kernel.invalidateContents(of: node.id, from: appendedFrom) }
+        } else if kernel.mayHoldPages(of: node.id) || activity.hasCachedReaders(node) {
+            activity.noteCommit(of: node)
+            kernel.invalidateContents(of: node.id) { [activity] in activity.cacheDropped(of: node) }
+        }
+        publish(report.created ? .created : .changed, origin: origin, path: report.path, isDirectory: false, size: report.size)
+        publishKeptAside(report, origin: origin)
+        return report
+    }
+
+    /// Tells the kernel and subscribers about the conflict copy a commit made, if any.
+    private func publishKeptAside(_ report: CommitReport, origin: ChangeOrigin) {
+        guard let conflict = report.conflict else { return }
+        // A new name the kernel did not make: drop a negative entry and the listing it may hold.
+        kernel.invalidateEntry(directory: conflict.directory.id, name: conflict.name)
+        kernel.invalidateContents(of: conflict.directory.id)
+        publish(.conflict, origin: origin, path: report.path, destination: conflict.path, isDirectory: false, size: nil)
+    }
+
+    /// The mount changed `node`'s committed file other than through its save (a hard link made
+    /// or removed, an attribute changed by another of its names): a save of it must not take
+    /// that for a change behind the mount.
+    public func noteChangedThroughMount(_ node: Node) {
+        activity.save(of: node)?.committedFileChangedThroughMount()
+    }
+}
