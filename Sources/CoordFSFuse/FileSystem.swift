@@ -179,11 +179,6 @@ public final class FileSystem: Sendable {
         try mount.reopen(node, flags: flags)
     }
 
-    /// Opens the object behind one of our descriptors afresh with `flags`, through /proc/self/fd.
-    func reopen(descriptor: Int32, flags: Int32) throws(Errno) -> OwnedDescriptor {
-        try mount.reopen(descriptor: descriptor, flags: flags)
-    }
-
     /// Runs `body` with the `/proc/self/fd/N` path of the node (for calls that take only paths).
     func withProcessPath<R>(of node: Node, _ body: (UnsafePointer<CChar>) throws(Errno) -> R) throws(Errno) -> R {
         try node.withDescriptor { (descriptor) throws(Errno) -> R in try Syscall.withDescriptorPath(descriptor, prefix: "/proc/self/fd/", body) }

@@ -49,6 +49,19 @@ extension FileSystem {
         }
     }
 
+    /// The error for a process that does not see `save`'s file, never committed yet, and
+    /// reached its node through a kernel entry. Usually the name holds nothing for it
+    /// (ENOENT). But when the owner renamed its new file over a committed one, the kernel
+    /// moved its entry for the new file onto that name, while everyone else must find the
+    /// committed file there until the close: the entry goes, and ESTALE makes the kernel look
+    /// the name up again, which answers each caller with the file it sees (`replyPendingLookup`).
+    func notCommittedYet(_ save: Save) -> Errno {
+        let (directory, name, _) = save.target
+        guard (try? Syscall.stat(at: directory.directory, name)) != nil else { return .noSuchFileOrDirectory }
+        notifier.invalidateEntry(directory: directory.id, name: name)
+        return .staleNFSFileHandle
+    }
+
     func forget(_ id: fuse_ino_t, _ count: UInt64) {
         if nodes.forget(UInt64(id), count: count) {
             notifier.forgetPages(of: UInt64(id))
@@ -98,7 +111,7 @@ extension FileSystem {
             }
             return status
         }
-        if !save.target.exists { throw .noSuchFileOrDirectory }
+        if !save.target.exists { throw notCommittedYet(save) }
         return try attributes(of: save.node)
     }
 
@@ -161,7 +174,7 @@ extension FileSystem {
     /// (staging it), the rest on whatever the owner reads now (they commit with it).
     private func changeAttributes(through save: Save, _ wanted: stat, _ fields: Int32) throws(Errno) {
         if fields & FUSE_SET_ATTR_SIZE != 0 {
-            try save.truncate(to: wanted.st_size, reopen: reopen(descriptor:flags:))
+            try save.truncate(to: wanted.st_size)
         }
         let current = save.current
         try withExtendedLifetime(current) { () throws(Errno) in
@@ -199,7 +212,7 @@ extension FileSystem {
             if let handle {
                 try Syscall.changeMode(handle.readable.raw, wanted.st_mode)
             } else {
-                let directory = mount.processDescriptors.raw
+                let directory = Syscall.processDescriptors
                 try withProcessName(of: node) { (name) throws(Errno) in
                     try Syscall.changeMode(at: directory, name, wanted.st_mode)
                 }

@@ -54,7 +54,7 @@ extension FileSystem {
             // A change that may be an append writes the file itself, which a watch of the backing
             // sees (one that names no process must take it for the mount's own).
             if mount.notesOwnChanges, !range.isAnywhere || save.writesInPlace { mount.noteOwnChange(nodes.path(of: handle.node)) }
-            let result = try save.change(at: range, reopen: reopen(descriptor:flags:), body)
+            let result = try save.change(at: range, body)
             if save.writesInPlace { handle.wroteInPlace.store(true, ordering: .relaxed) }
             return result
         }

@@ -64,7 +64,7 @@ extension FileSystem {
     func link(_ request: fuse_req_t, _ id: fuse_ino_t, _ newParent: fuse_ino_t, _ newName: UnsafePointer<CChar>) {
         let node: Node
         do throws(Errno) { node = try self.node(id) } catch { return reply(request, error: error) }
-        let processDirectory = mount.processDescriptors.raw
+        let processDirectory = Syscall.processDescriptors
         // A hard link names an existing object: it keeps its owner.
         replyWithNewEntry(request, newParent, newName, mode: 0, givenToCaller: false) { [self] (parent, name) throws(Errno) in
             if let save = activity.save(of: node), !save.target.exists { throw .noSuchFileOrDirectory } // not created yet
@@ -237,5 +237,9 @@ extension FileSystem {
         save.retarget(directory: destination, name: name)
         activity.movePendingName(of: save, to: PendingName(directory: destination.id, name: name))
         _ = nodes.moved(save.node.identity, to: destination, name: name)
+        // The kernel now takes its entry for the pending file for the destination's: where a
+        // committed file stands there, the entry goes, so that every caller asks for the name
+        // and each finds what it sees (the owner its new file, everyone else the committed one).
+        if exists { notifier.invalidateEntry(directory: destination.id, name: name) }
     }
 }

@@ -60,8 +60,7 @@ extension FileSystem {
         let nonblocking = flags & O_NONBLOCK != 0
         if opensForChange(flags) {
             let byPolicy = coordinatesItself(node)
-                || options.inPlace.writesInPlace(path, flags: flags, existing: node, clones: { [self] in stagingClones(node) },
-                                                 reopen: reopen(descriptor:flags:))
+                || mount.writesInPlace(path, flags: flags, existing: node)
             // Another owner's save of a locked file goes in place rather than keep this open from its lock call.
             let (inPlace, lockWatch) = meetLocks(node, request, inPlace: byPolicy)
             coordinatedOpen(request, .openForWriting, item, inPlace: inPlace, nonblocking: nonblocking) { [self] held, consent in
@@ -83,13 +82,6 @@ extension FileSystem {
                 openForReading(pending, node, copy, claims: held, startedAt: path)
             }
         }
-    }
-
-    /// Whether a save's staged copy of `node` would be a clone (its directory's filesystem has
-    /// reflinks): the in-place size threshold does not apply then.
-    private func stagingClones(_ node: Node) -> Bool {
-        guard let (directory, _) = nodes.location(of: node) else { return false }
-        return staging.clonesCopies(in: directory)
     }
 
     /// Opens the backing object itself: reads and writes go straight to it.
@@ -119,7 +111,7 @@ extension FileSystem {
                     return OpenFile(node: node, own: nil, save: save, isWriter: false, appends: false, usesPageCache: false,
                                     claims: held, origin: origin)
                 }
-                if !save.target.exists { throw .noSuchFileOrDirectory } // created, not committed yet
+                if !save.target.exists { throw notCommittedYet(save) } // created, not committed yet
             } else {
                 try checkNotReplacedElsewhere(node, startedAt: path)
             }
@@ -140,7 +132,7 @@ extension FileSystem {
             if flags & O_TRUNC != 0 {
                 let dropsSetID = canChangeOwners && fuse_req_ctx(request.raw)!.pointee.uid != 0
                 do throws(Errno) {
-                    try save.truncate(to: 0, reopen: reopen(descriptor:flags:)) { (descriptor) throws(Errno) in
+                    try save.truncate(to: 0) { (descriptor) throws(Errno) in
                         if dropsSetID { try clearSetIDBits(descriptor) }
                     }
                 } catch {
@@ -261,8 +253,7 @@ extension FileSystem {
         let item = NamedPath(entry, in: nodes)
         guard let path = item.resolved else { return reply(request, error: .noSuchFileOrDirectory) }
         // A new file has nothing to copy: whether copies clone does not matter.
-        let inPlace = options.inPlace.writesInPlace(path, flags: copy.info.flags, existing: nil, clones: { false },
-                                                    reopen: reopen(descriptor:flags:))
+        let inPlace = mount.writesInPlace(path, flags: copy.info.flags, existing: nil)
         // Another process's new file, not committed yet and locked (a lock file): it goes in
         // place, which gives it its name, and the kernel looks the name up again (ESTALE) to open it.
         var lockWatch: LockWatch?
@@ -339,7 +330,7 @@ extension FileSystem {
             let temp = made.descriptor.raw
             staged = consume made
             try giveToCaller(request.raw, parent: parent, name: name, descriptor: temp, mode: mode)
-            var entry = try adopt(reopen(descriptor: temp, flags: Linux.O_PATH), parent, name)
+            var entry = try adopt(Syscall.reopen(temp, Linux.O_PATH), parent, name)
             let node = try self.node(entry.ino)
             let current = try Syscall.duplicate(temp)
             let save = Save(node: node, owner: owner, creating: staged.take()!, current: current, directory: parent, name: name,

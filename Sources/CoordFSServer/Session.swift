@@ -402,7 +402,7 @@ final class Session {
             return fail(id, .badRequest, "\"wait\" is a number of seconds, 0 or more")
         }
         // A `read` claim is a read claim; a `write` claim is exclusive: nobody else sees or
-        // changes the path (DESIGN.md). A path named in both lists is claimed exclusive.
+        // changes the path (Docs/LOCKING.md, "Modes"). A path named in both lists is claimed exclusive.
         var modes: [MountPath: ClaimMode] = [:]
         for (texts, mode) in [(readTexts, ClaimMode.read), (writeTexts, .exclusive)] {
             for text in texts {

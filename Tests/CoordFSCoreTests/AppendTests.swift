@@ -20,7 +20,7 @@ import Testing
 
     /// Appends `bytes` to the owner's version, as an O_APPEND write does.
     static func append(_ save: Save, _ bytes: [UInt8], range: ChangeRange = .atEnd) throws {
-        try save.change(at: range, reopen: SaveFixture.reopen) { (descriptor) throws(Errno) in
+        try save.change(at: range) { (descriptor) throws(Errno) in
             let end: off_t
             if case .from(let offset) = range { end = offset } else { end = try Syscall.stat(descriptor).st_size }
             let written = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, end) }
@@ -88,7 +88,7 @@ import Testing
         try fixture.scratch.write("doc", Array("abcdef".utf8))
         let (_, save, _) = try Self.appendingSave(fixture, of: "doc")
         try Self.append(save, Array("gh".utf8))
-        try save.truncate(to: 7, reopen: SaveFixture.reopen)
+        try save.truncate(to: 7)
         #expect(try fixture.scratch.read("doc") == Array("abcdef".utf8))
         _ = try #require(try fixture.commit(save))
         #expect(try fixture.scratch.read("doc") == Array("abcdefg".utf8))
@@ -103,7 +103,7 @@ import Testing
         save.addWriter()
         try Self.append(save, Array("def".utf8))
         #expect(throws: Errno.noSpace) {
-            try save.change(at: .atEnd, reopen: SaveFixture.reopen) { (_) throws(Errno) in throw Errno.noSpace }
+            try save.change(at: .atEnd) { (_) throws(Errno) in throw Errno.noSpace }
         }
         #expect(save.removeWriter())
         save.discardIfFailed()

@@ -83,7 +83,7 @@ private final class MountFixture {
         let node = try fixture.node("doc")
         let save = Save(node: node, owner: .process(writer.pid), committed: try mount.reopen(node, flags: O_RDONLY),
                         directory: mount.nodes.root, name: "doc", staging: mount.staging)
-        try save.change(reopen: mount.reopen(descriptor:flags:)) { (descriptor) throws(Errno) in
+        try save.change() { (descriptor) throws(Errno) in
             guard pwrite(descriptor, "two!", 4, 0) == 4 else { throw Errno.ioError }
         }
         #expect(fixture.events().isEmpty, "nothing is told before the commit")

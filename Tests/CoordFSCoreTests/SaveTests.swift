@@ -79,7 +79,7 @@ import Testing
         let (_, save) = try fixture.save(of: "doc")
         #expect(try ScratchDirectory.readAll(save.current.raw) == Array("hello world".utf8))
 
-        try save.truncate(to: 5, reopen: SaveFixture.reopen)
+        try save.truncate(to: 5)
         try fixture.write(save, Array("!".utf8), at: 5)
         #expect(try ScratchDirectory.readAll(save.current.raw) == Array("hello!".utf8))
         let status = try save.currentStatus()
@@ -90,7 +90,7 @@ import Testing
 
         // A truncation to zero stages an empty temp (no copy) the owner then writes.
         let (_, other) = try fixture.save(of: "doc")
-        try other.truncate(to: 0, reopen: SaveFixture.reopen)
+        try other.truncate(to: 0)
         #expect(try other.currentStatus().st_size == 0)
         #expect(try fixture.scratch.read("doc") == Array("hello world".utf8))
     }
@@ -135,12 +135,12 @@ import Testing
         let (_, save) = try fixture.save(of: "doc")
         save.addWriter()
         #expect(throws: Errno.noSpace) {
-            try save.change(reopen: SaveFixture.reopen) { (_) throws(Errno) in throw Errno.noSpace }
+            try save.change() { (_) throws(Errno) in throw Errno.noSpace }
         }
         #expect(save.hasFailed)
         var ran = false
         #expect(throws: Errno.noSpace) {
-            try save.change(reopen: SaveFixture.reopen) { (_) throws(Errno) in ran = true }
+            try save.change() { (_) throws(Errno) in ran = true }
         }
         #expect(!ran, "a failed save runs no change")
         #expect(throws: Errno.noSpace) { try fixture.commit(save) }
@@ -271,7 +271,7 @@ import Testing
         try fixture.scratch.write("notes.txt", Array("version 1".utf8))
         let (node, save) = try fixture.save(of: "notes.txt")
         let committed = node.identity
-        try save.truncate(to: 0, reopen: SaveFixture.reopen)
+        try save.truncate(to: 0)
         try fixture.write(save, Array("mine".utf8))
         waitForCoarseClock(toPass: try fixture.scratch.status("notes.txt").st_ctim) // a change time of its own, on any kernel
         let outside = try Syscall.openAt(fixture.scratch.raw, "notes.txt", O_WRONLY)
@@ -466,14 +466,14 @@ final class SaveFixture {
 
     /// Writes `bytes` at `offset` of the owner's version (staging the temp first).
     func write(_ save: Save, _ bytes: [UInt8], at offset: off_t = 0) throws {
-        try save.change(reopen: Self.reopen) { (descriptor) throws(Errno) in
+        try save.change() { (descriptor) throws(Errno) in
             let written = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, offset) }
             if written != bytes.count { throw Errno.ioError }
         }
     }
 
     func commit(_ save: Save, durability: Durability = .none, onlyWithoutWriters: Bool = false) throws -> CommitReport? {
-        try save.commit(durability: durability, nodes: table, onlyWithoutWriters: onlyWithoutWriters, reopen: Self.reopen)
+        try save.commit(durability: durability, nodes: table, onlyWithoutWriters: onlyWithoutWriters)
     }
 
     /// What the FUSE layer does after an unlink or a rename over `name` through the mount

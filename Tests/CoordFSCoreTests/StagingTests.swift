@@ -705,7 +705,7 @@ import Testing
             try scratch.write(name, randomBytes(8192))
             #expect(scratch.shell("sync \(name)"))
             let file = try Syscall.openAt(scratch.raw, name, O_RDWR)
-            if quiet { try StagedFile.truncate(file.raw, to: 0, reopen: Self.reopen) } else { try Syscall.truncate(file.raw, 0) }
+            if quiet { try StagedFile.truncate(file.raw, to: 0) } else { try Syscall.truncate(file.raw, 0) }
             try scratch.write(file.raw, randomBytes(8192))
         }
         #expect(scratch.shell("filefrag -v quiet | grep -q delalloc"))

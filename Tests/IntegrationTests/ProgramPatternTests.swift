@@ -84,3 +84,19 @@ extension ProgramPatternTests {
         }
     }
 }
+
+extension ProgramPatternTests {
+    /// Issue 30's defect 5: another process found no file under a name the writer had renamed
+    /// its new file over and not closed yet (the kernel's entry led to the pending file).
+    @Test func aFileRenamedOverAnotherStaysFoundUntilItsClose() throws {
+        try withMount { scratch in
+            try SyscallParityTests.expectPythonParity("ProgramPatternTests/aFileRenamedOverAnotherStaysFoundUntilItsClose", in: scratch, expected: [
+                "before the rename stat ok", "before the rename open ok",
+                "renamed over, still open stat ok", "renamed over, still open open ok",
+                "renamed over, asked again stat ok", "renamed over, asked again open ok",
+                "after the close stat ok", "after the close open ok",
+                "after the close b'new contents' 4096", "names ['data.bin']",
+            ])
+        }
+    }
+}

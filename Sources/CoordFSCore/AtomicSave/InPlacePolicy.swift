@@ -115,17 +115,14 @@ public struct InPlacePolicy: Sendable {
     ///   - flags: the open's flags.
     ///   - existing: the file being opened; nil when the open creates it.
     ///   - clones: whether a staged copy of `existing` would be a reflink (see `isInPlace`).
-    ///   - reopen: opens the object behind a descriptor afresh with other flags (the header is
-    ///     read through a fresh read-only open of `existing`).
-    public func writesInPlace(_ path: MountPath, flags: Int32, existing: Node?, clones: () -> Bool,
-                              reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor) -> Bool {
+    public func writesInPlace(_ path: MountPath, flags: Int32, existing: Node?, clones: () -> Bool) -> Bool {
         let truncating = flags & O_TRUNC != 0
         let size = truncating ? 0 : existing.flatMap(Self.size(of:)) ?? 0
         if isInPlace(path, size: size, clones: clones) { return true }
         // O_NOATIME: looking must not count as reading (the daemon is root or the owner).
         if !truncating, flags & O_ACCMODE == O_RDWR, let existing,
            let file = try? existing.withDescriptor({ (descriptor) throws(Errno) -> OwnedDescriptor in
-               try reopen(descriptor, O_RDONLY | Linux.O_NOATIME)
+               try Syscall.reopen(descriptor, O_RDONLY | Linux.O_NOATIME)
            }),
            Self.hasSQLiteHeader(file.raw) {
             return true

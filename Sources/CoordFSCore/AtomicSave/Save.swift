@@ -216,25 +216,25 @@ public final class Save: Sendable {
     /// change `range` says lands at or past the committed end goes to the file itself instead,
     /// as an append (see the type's notes). A failure of the change itself marks the save
     /// failed: it will not commit.
-    public func change<R>(at range: ChangeRange = .anywhere, reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
+    public func change<R>(at range: ChangeRange = .anywhere,
                    _ body: (Int32) throws(Errno) -> R) throws(Errno) -> R {
-        try change(truncating: false, range: range, reopen: reopen) { (descriptor, _) throws(Errno) -> R in try body(descriptor) }
+        try change(truncating: false, range: range) { (descriptor, _) throws(Errno) -> R in try body(descriptor) }
     }
 
     /// Truncates the owner's version to `length` (a setattr, or O_TRUNC at open), then runs
     /// `then` on it. A temp staged for this very truncation to zero starts empty, with its times
     /// set by the staging: truncating it again would cost three system calls and show nothing.
-    public func truncate(to length: off_t, reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
+    public func truncate(to length: off_t,
                   then: (Int32) throws(Errno) -> Void = { _ throws(Errno) in }) throws(Errno) {
-        try change(truncating: length == 0, range: .anywhere, reopen: reopen) { (descriptor, stagedEmpty) throws(Errno) in
-            if !stagedEmpty { try StagedFile.truncate(descriptor, to: length, reopen: reopen) }
+        try change(truncating: length == 0, range: .anywhere) { (descriptor, stagedEmpty) throws(Errno) in
+            if !stagedEmpty { try StagedFile.truncate(descriptor, to: length) }
             try then(descriptor)
         }
     }
 
     /// `change`, where `truncating` stages an empty temp instead of a copy when nothing is staged
     /// yet, and `body` learns whether this call did so.
-    private func change<R>(truncating: Bool, range: ChangeRange, reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
+    private func change<R>(truncating: Bool, range: ChangeRange,
                            _ body: (Int32, _ stagedEmpty: Bool) throws(Errno) -> R) throws(Errno) -> R {
         try state.withLock { (state) throws(Errno) -> R in
             if let failure = state.failure { throw failure }
@@ -242,13 +242,13 @@ public final class Save: Sendable {
                 // The file was unlinked (nobody else can reach it), or it coordinates itself:
                 // changes go straight to it.
                 if !state.currentIsWritable {
-                    state.current = SharedDescriptor(try reopen(state.current.raw, O_RDWR))
+                    state.current = SharedDescriptor(try Syscall.reopen(state.current.raw, O_RDWR))
                     state.currentIsWritable = true
                 }
                 return try body(state.current.raw, false)
             }
             var stagedEmpty = false
-            if state.staged == nil && appends(range, &state, reopen: reopen) {
+            if state.staged == nil && appends(range, &state) {
                 do throws(Errno) {
                     return try body(state.current.raw, false)
                 } catch {
@@ -284,7 +284,7 @@ public final class Save: Sendable {
     /// first such change starts the append: records it in the journal, reopens the file for
     /// writing and sets the boundary, before any byte lands. Whatever stops that (no journal,
     /// a file the daemon may not reopen, a path too long to record) leaves staging to do.
-    private func appends(_ range: ChangeRange, _ state: inout State, reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor) -> Bool {
+    private func appends(_ range: ChangeRange, _ state: inout State) -> Bool {
         if let appending = state.appending {
             switch range {
             case .anywhere: return false
@@ -297,7 +297,7 @@ public final class Save: Sendable {
         if case .from(let offset) = range, offset < status.st_size { return false }
         let file = FileIdentity(status)
         do throws(Errno) {
-            let writable = try reopen(state.current.raw, O_RDWR)
+            let writable = try Syscall.reopen(state.current.raw, O_RDWR)
             let slot = try journal.begin(file: file, committedSize: Int64(status.st_size), directory: state.directory, name: state.name)
             let shared = SharedDescriptor(writable)
             state.current = shared
@@ -378,14 +378,12 @@ public final class Save: Sendable {
     /// `thenInPlace`: the file turned out to coordinate itself (see `writesInPlace`): once
     /// committed, every later change of this save goes to the file itself.
     public func commit(durability: Durability, nodes: NodeTable, onlyWithoutWriters: Bool = false, thenInPlace: Bool = false,
-                reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
                 willKeep: (_ directory: Node, FileName) -> Void = { _, _ in },
                 stillCovered: () -> Bool = { true }) throws(Errno) -> CommitReport? {
         try state.withLock { (state) throws(Errno) -> CommitReport? in
-            let report = try commitLocked(&state, durability: durability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters,
-                                          reopen: reopen, willKeep: willKeep, stillCovered: stillCovered)
+            let report = try commitLocked(&state, durability: durability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters, willKeep: willKeep, stillCovered: stillCovered)
             if thenInPlace && !state.discarded && state.failure == nil && (!onlyWithoutWriters || state.writers == 0) {
-                try writeInPlaceFromNowOn(&state, reopen: reopen)
+                try writeInPlaceFromNowOn(&state)
             }
             return report
         }
@@ -393,7 +391,6 @@ public final class Save: Sendable {
 
     /// `commit`'s work, under the save's lock.
     private func commitLocked(_ state: inout State, durability: Durability, nodes: NodeTable, onlyWithoutWriters: Bool,
-                              reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor,
                               willKeep: (_ directory: Node, FileName) -> Void,
                               stillCovered: () -> Bool) throws(Errno) -> CommitReport? {
         if onlyWithoutWriters && state.writers > 0 { return nil }
@@ -433,7 +430,7 @@ public final class Save: Sendable {
             case .asStaged:
                 break
             case .removedThroughTheMount:
-                return try Self.commitWithoutItsName(staged, of: node, state: &state, nodes: nodes, reopen: reopen)
+                return try Self.commitWithoutItsName(staged, of: node, state: &state, nodes: nodes)
             case .goneBehindTheMount:
                 replacing = false
             case .changedBehindTheMount:
@@ -468,7 +465,7 @@ public final class Save: Sendable {
         let identity = FileIdentity(status)
         var replaced: NodeBacking?
         if identity != node.identity {
-            replaced = nodes.replaceBacking(of: node, with: try reopen(state.current.raw, Linux.O_PATH), identity: identity)
+            replaced = nodes.replaceBacking(of: node, with: try Syscall.reopen(state.current.raw, Linux.O_PATH), identity: identity)
         }
         var report = CommitReport(created: !replacing, path: nodes.path(of: node), size: Int64(status.st_size), replaced: replaced)
         if let keptAs {
@@ -479,10 +476,10 @@ public final class Save: Sendable {
     }
 
     /// After a commit: the committed file is what the owner reads and writes from now on.
-    private func writeInPlaceFromNowOn(_ state: inout State, reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor) throws(Errno) {
+    private func writeInPlaceFromNowOn(_ state: inout State) throws(Errno) {
         guard !state.inPlace else { return }
         if !state.currentIsWritable {
-            state.current = SharedDescriptor(try reopen(state.current.raw, O_RDWR))
+            state.current = SharedDescriptor(try Syscall.reopen(state.current.raw, O_RDWR))
             state.currentIsWritable = true
         }
         state.inPlace = true
@@ -521,8 +518,7 @@ public final class Save: Sendable {
     /// inode), so the temp's contents are written into the file itself, which every name it has
     /// left shows. Not atomic for readers of those names: the price of keeping their link.
     /// A file with no name left has nowhere to go: its changes are dropped.
-    private static func commitWithoutItsName(_ staged: consuming StagedFile, of node: Node, state: inout State, nodes: NodeTable,
-                                             reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor) throws(Errno) -> CommitReport? {
+    private static func commitWithoutItsName(_ staged: consuming StagedFile, of node: Node, state: inout State, nodes: NodeTable) throws(Errno) -> CommitReport? {
         let directory = state.directory.directory
         defer { staged.discard(in: directory) }
         let committed = node.backing
@@ -533,7 +529,7 @@ public final class Save: Sendable {
         }
         do throws(Errno) {
             let file = try withExtendedLifetime(committed) { () throws(Errno) -> OwnedDescriptor in
-                try reopen(committed.descriptor.raw, O_RDWR | O_TRUNC)
+                try Syscall.reopen(committed.descriptor.raw, O_RDWR | O_TRUNC)
             }
             try staged.copyContents(into: file.raw)
             state.current = SharedDescriptor(file)

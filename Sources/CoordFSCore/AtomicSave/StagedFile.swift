@@ -156,11 +156,9 @@ public struct StagedFile: ~Copyable, Sendable {
     /// version replaced before the flusher comes by would cost neither. Ending a second open
     /// of the file at once, while it holds no data, spends the flush on nothing.
     ///
-    /// - Parameter reopen: opens the object behind a descriptor afresh with other flags.
-    public static func truncate(_ descriptor: Int32, to length: off_t,
-                                reopen: (Int32, Int32) throws(Errno) -> OwnedDescriptor) throws(Errno) {
+    public static func truncate(_ descriptor: Int32, to length: off_t) throws(Errno) {
         try Syscall.truncate(descriptor, length)
-        if length == 0 { _ = try? reopen(descriptor, O_RDONLY) }
+        if length == 0 { _ = try? Syscall.reopen(descriptor, O_RDONLY) }
     }
 
     /// Creates an empty temp: unnamed when asked and the filesystem allows, else under a fresh

@@ -85,6 +85,21 @@ public enum Syscall {
         try openAt(directory, ".", Linux.O_TMPFILE | O_RDWR, mode)
     }
 
+    /// An `O_PATH` descriptor of `/proc/self/fd`, open for the process's life: opening "N" in
+    /// it reopens descriptor N with new flags (`reopen`), and "N" names N's object for calls
+    /// that take a directory and a name. -1 when /proc is not mounted (then nothing reopens).
+    public static let processDescriptors: Int32 = Glibc.open("/proc/self/fd", Linux.O_PATH | O_DIRECTORY | O_CLOEXEC)
+
+    /// Opens the object behind `descriptor` afresh with `flags`: another open file of the same
+    /// object, with its own flags and offset (it works for unlinked files too). The way a save
+    /// gets a writable descriptor of a file it holds read-only, and the mount a file's data
+    /// from a node's `O_PATH` descriptor.
+    public static func reopen(_ descriptor: Int32, _ flags: Int32) throws(Errno) -> OwnedDescriptor {
+        try withDescriptorPath(descriptor, prefix: "") { (name) throws(Errno) -> OwnedDescriptor in
+            try openAt(processDescriptors, name, flags & ~O_NOFOLLOW)
+        }
+    }
+
     /// Runs `body` with `prefix` and the decimal number of `descriptor` written on the stack
     /// (no allocation: this runs on every open and every save). With "/proc/self/fd/" as the
     /// prefix it names the descriptor's object for calls that take only paths; with "" it is

@@ -12,7 +12,7 @@ public enum ClaimMode: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     case exclusive
 
     /// True when a claim in this mode and one in `other` may be held at once by different owners
-    /// (the matrix of DESIGN.md; it is symmetric, so the order of the two never matters).
+    /// (the matrix in Docs/LOCKING.md, "Modes"; it is symmetric, so the order of the two never matters).
     @inlinable
     public func isCompatible(with other: ClaimMode) -> Bool {
         switch (self, other) {

@@ -17,7 +17,6 @@ extension CoordinatedMount {
             ownChanges.note(nodes.path(of: target.directory)?.appending(target.name))
         }
         guard let report = try save.commit(durability: commitDurability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters, thenInPlace: thenInPlace,
-                                           reopen: reopen(descriptor:flags:),
                                            willKeep: { [self] directory, name in ownChanges.note(nodes.path(of: directory)?.appending(name)) },
                                            stillCovered: { [authority] in held.map(authority.stillHolds) ?? true })
         else { return nil }
@@ -62,5 +61,15 @@ extension CoordinatedMount {
     /// that for a change behind the mount.
     public func noteChangedThroughMount(_ node: Node) {
         activity.save(of: node)?.committedFileChangedThroughMount()
+    }
+
+    /// Whether an open of `path` with `flags` writes the file itself rather than through a
+    /// save (the in-place policy: patterns, databases, big files that would not be cloned).
+    /// `existing`: the file opened, nil when the open creates it.
+    public func writesInPlace(_ path: MountPath, flags: Int32, existing: Node?) -> Bool {
+        options.inPlace.writesInPlace(path, flags: flags, existing: existing, clones: { [self] in
+            guard let existing, let (directory, _) = nodes.location(of: existing) else { return false }
+            return staging.clonesCopies(in: directory)
+        })
     }
 }

@@ -49,8 +49,6 @@ public final class CoordinatedMount: Sendable {
     /// unlink, say). Takes the event hub's lock, then the cluster queue's, one after the other
     /// (Docs/LOCKING.md); guards nothing of its own.
     let clusterPublishing = Mutex(())
-    /// `O_PATH` descriptor of `/proc/self/fd`: opening "N" there reopens our descriptor N with new flags.
-    public let processDescriptors: OwnedDescriptor
 
     /// Opens the backing directory. `watcher`: the watch of the backing, started already (the
     /// options' cache timeouts depend on whether it could start), delivering to this mount
@@ -66,7 +64,6 @@ public final class CoordinatedMount: Sendable {
             logger.info("the backing filesystem orders a replacing rename after the new file's data; commits need no fsync for that",
                         metadata: ["filesystem": "\(filesystem?.filesystemType ?? "?") \(filesystem?.superOptions ?? "")", "durability": "\(options.durability)"])
         }
-        self.processDescriptors = try Syscall.openAt(AT_FDCWD, "/proc/self/fd", Linux.O_PATH | O_DIRECTORY)
         self.options = options
         self.staging = TempStaging(unnamed: !options.namedTemps)
         self.appendJournal = AppendJournal(root: nodes.root.directory, nodes: nodes,
@@ -101,16 +98,9 @@ public final class CoordinatedMount: Sendable {
 
     /// Opens the node's backing object afresh with `flags` (works for unlinked files too).
     public func reopen(_ node: Node, flags: Int32) throws(Errno) -> OwnedDescriptor {
-        try node.withDescriptor { (descriptor) throws(Errno) -> OwnedDescriptor in try reopen(descriptor: descriptor, flags: flags) }
+        try node.withDescriptor { (descriptor) throws(Errno) -> OwnedDescriptor in try Syscall.reopen(descriptor, flags) }
     }
 
-    /// Opens the object behind one of our descriptors afresh with `flags`, through /proc/self/fd.
-    public func reopen(descriptor: Int32, flags: Int32) throws(Errno) -> OwnedDescriptor {
-        let directory = processDescriptors.raw
-        return try Syscall.withDescriptorPath(descriptor, prefix: "") { (name) throws(Errno) -> OwnedDescriptor in
-            try Syscall.openAt(directory, name, flags & ~O_NOFOLLOW)
-        }
-    }
 
     /// The backing's attributes of `path` now (nil when it is gone again).
     public func backingStatus(of path: MountPath) -> stat? {
