@@ -131,7 +131,7 @@ extension FileSystem {
         return ProcessFacts.holdsOpenFile(pid, mountID: mountID, inode: save.node.shownInode)
     }
 
-    /// Takes `claims` for the caller (`ClaimAuthority.acquire`: this host's table, then other
+    /// Takes `claims` for `owner`, the caller (`ClaimAuthority.acquire`: this host's table, then other
     /// hosts) and runs `body` with them: at once on this thread when they are free, or later
     /// on another thread once they are held, without holding a FUSE worker meanwhile. `body`
     /// must reply to the request and release the claims when it no longer needs them. A wait
@@ -145,12 +145,12 @@ extension FileSystem {
     /// the request asks again. `resolved` are the claims as the caller derived them just now,
     /// nothing having waited since (so the common case walks the node table once); nil
     /// derives them here.
-    func withClaims(_ request: fuse_req_t, resolved: [ClaimRequest]? = nil, _ claimsNow: @escaping @Sendable () -> [ClaimRequest],
+    func withClaims(_ request: fuse_req_t, for owner: ClaimOwner, resolved: [ClaimRequest]? = nil,
+                    _ claimsNow: @escaping @Sendable () -> [ClaimRequest],
                     nonblocking: Bool = false, whenRefused: (@Sendable () -> Void)? = nil,
                     _ body: @escaping @Sendable (HeldClaims?) -> Void) {
         let claims = resolved ?? claimsNow()
         if claims.isEmpty { return body(nil) }
-        let owner = owner(of: request)
         // Read from /proc here, never under the claim table's lock, and only while some
         // process could pass through an explicit claim.
         let lineage: ProcessLineage = if case .process(let pid) = owner, self.claims.hasExplicitClaims {
@@ -186,7 +186,7 @@ extension FileSystem {
                     wait.goOn {
                         if claimsNow() != held.grant.requests {
                             authority.release(held)
-                            withClaims(wait.request.raw, claimsNow, nonblocking: nonblocking, whenRefused: whenRefused, body)
+                            withClaims(wait.request.raw, for: owner, claimsNow, nonblocking: nonblocking, whenRefused: whenRefused, body)
                         } else {
                             body(held)
                         }

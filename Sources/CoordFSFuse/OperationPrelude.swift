@@ -161,25 +161,29 @@ extension FileSystem {
 
     /// Coordinates an operation that holds its claim while it runs (every operation but an
     /// open): asks the presenters and takes the claims its table row names, runs `body`
-    /// (which replies), then releases the claims and tells the presenters that stepped aside.
+    /// (which replies, with the caller as read once here), then releases the claims and tells
+    /// the presenters that stepped aside.
     func coordinated(_ request: fuse_req_t, _ operation: MountOperation, _ paths: OperationPaths, facts: AskFacts = .none,
-                     _ body: @escaping @Sendable () -> Void) {
+                     _ body: @escaping @Sendable (_ caller: ChangeOrigin) -> Void) {
         let claim = operation.claim(strictReads: options.strictReads, inPlace: false)
         assert(claim?.span != .handle, "\(operation) makes no handle to hold its claim")
         let requests = claimRequests(claim, paths)
-        coordinated(request, asking: presenterAsks(operation, paths, facts), claims: requests,
-                    noteChanges(requests, claim?.mode, body))
+        let caller = origin(of: request)
+        withPresentersAndClaims(request, caller: caller, asking: presenterAsks(operation, paths, facts), claims: requests) { [self] held, consent in
+            noteOwnChanges(held)
+            body(caller)
+            if let held { authority.release(held) }
+            reacquire(consent)
+        }
     }
 
-    /// `body`, first telling a watch of the backing that names no process which paths the
-    /// mount is about to change (the ones it claims for writing), so that it can tell them
-    /// from changes made behind the mount.
-    private func noteChanges(_ requests: OperationClaimRequests, _ mode: ClaimMode?,
-                             _ body: @escaping @Sendable () -> Void) -> @Sendable () -> Void {
-        guard mount.notesOwnChanges, mode == .write || mode == .exclusive else { return body }
-        return { [mount] in
-            for request in requests.now() { mount.noteOwnChange(request.path) }
-            body()
+    /// Tells a watch of the backing that names no process which paths the mount is about to
+    /// change (the ones it holds write claims on), so that it can tell them from changes made
+    /// behind the mount.
+    private func noteOwnChanges(_ held: HeldClaims?) {
+        guard mount.notesOwnChanges, let held else { return }
+        for request in held.grant.requests where request.mode == .write || request.mode == .exclusive {
+            mount.noteOwnChange(request.path)
         }
     }
 
@@ -187,17 +191,16 @@ extension FileSystem {
     /// its table row names, then runs `body` with the grant to keep until the handle's last
     /// release (nil when the claim lasts for the open only: it is released before `body`) and
     /// the presenters' consent. `inPlace` is whether the in-place policy covers the file (it
-    /// matters to writers only).
+    /// matters to writers only); `caller`: who opens, read once (`origin(of:)`).
     func coordinatedOpen(_ request: fuse_req_t, _ operation: MountOperation, _ item: NamedPath, inPlace: Bool = false, nonblocking: Bool,
-                         _ body: @escaping @Sendable (_ handleClaims: HeldClaims?, PresenterConsent) -> Void) {
+                         caller: ChangeOrigin, _ body: @escaping @Sendable (_ handleClaims: HeldClaims?, PresenterConsent) -> Void) {
         let paths = OperationPaths.item(item)
         let claim = operation.claim(strictReads: options.strictReads, inPlace: inPlace)
         let keeps = claim?.span == .handle
         let requests = claimRequests(claim, paths)
-        let notes = mount.notesOwnChanges && claim?.mode == .write
-        withPresentersAndClaims(request, asking: presenterAsks(operation, paths, .none), claims: requests,
+        withPresentersAndClaims(request, caller: caller, asking: presenterAsks(operation, paths, .none), claims: requests,
                                 nonblocking: nonblocking) { [self] held, consent in
-            if notes { for request in requests.now() { mount.noteOwnChange(request.path) } }
+            noteOwnChanges(held)
             if !keeps, let held { authority.release(held) }
             body(keeps ? held : nil, consent)
         }

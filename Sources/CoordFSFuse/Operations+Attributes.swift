@@ -140,11 +140,10 @@ extension FileSystem {
         let facts = AskFacts(callerWritesItem: { [self] in
             handle?.isWriter == true || activity.save(of: node)?.owner == owner(of: request)
         })
-        coordinated(request, .changeAttributes, .item(item), facts: facts) { [self] in
+        coordinated(request, .changeAttributes, .item(item), facts: facts) { [self] origin in
             do throws(Errno) {
-                let origin = origin(of: pending.raw)
                 var save = handle?.save
-                if save == nil, let pendingSave = activity.save(of: node), pendingSave.owner == owner(of: pending.raw) { save = pendingSave }
+                if save == nil, let pendingSave = activity.save(of: node), pendingSave.owner == .process(origin.pid) { save = pendingSave }
                 var status: stat
                 if let save {
                     try changeAttributes(through: save, wanted.value, fields)

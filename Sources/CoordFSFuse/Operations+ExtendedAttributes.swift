@@ -113,13 +113,13 @@ extension FileSystem {
         let item = NamedPath(node, in: nodes)
         let path = item.resolved
         let pending = PendingRequest(raw: request)
-        coordinated(request, .changeExtendedAttributes, .item(item)) { [self] in
+        coordinated(request, .changeExtendedAttributes, .item(item)) { [self] origin in
             do throws(Errno) {
-                let requester = owner(of: pending.raw)
+                let requester = ClaimOwner.process(origin.pid)
                 try change(node, requester)
                 // The owner's change went to its save; anyone else's (by another name) to the committed file.
                 if let save = activity.save(of: node), save.owner != requester { save.committedFileChangedThroughMount() }
-                mount.publish(.attributes, origin: origin(of: pending.raw), path: path, isDirectory: node.isDirectory, size: nil)
+                mount.publish(.attributes, origin: origin, path: path, isDirectory: node.isDirectory, size: nil)
                 replyOK(pending.raw)
             } catch {
                 reply(pending.raw, error: error)

@@ -17,14 +17,14 @@ extension FileSystem {
         let item = NamedPath(entry, in: nodes)
         let path = item.resolved
         let pending = PendingRequest(raw: request)
-        coordinated(request, .makeName, .item(item)) { [self] in
+        coordinated(request, .makeName, .item(item)) { [self] origin in
             do throws(Errno) {
                 if activity.pendingSave(PendingName(directory: parent.id, name: fileName)) != nil { throw .fileExists }
                 try make(parent, fileName)
                 if givenToCaller { try giveToCaller(pending.raw, parent: parent, name: fileName, mode: mode) }
                 // A hard link names an object that may have a node already; anything else is new.
                 var entry = givenToCaller ? try lookUpMade(parent, fileName) : try lookUp(parent, fileName)
-                mount.publish(.created, origin: origin(of: pending.raw), path: path, isDirectory: mode & S_IFMT == S_IFDIR, size: nil)
+                mount.publish(.created, origin: origin, path: path, isDirectory: mode & S_IFMT == S_IFDIR, size: nil)
                 fuse_reply_entry(pending.raw, &entry)
             } catch {
                 reply(pending.raw, error: error)
@@ -82,13 +82,12 @@ extension FileSystem {
         let item = NamedPath(entry, in: nodes)
         let path = item.resolved
         let pending = PendingRequest(raw: request)
-        coordinated(request, .remove, .item(item)) { [self] in
+        coordinated(request, .remove, .item(item)) { [self] origin in
             do throws(Errno) {
-                let origin = origin(of: pending.raw)
                 var removedPending = false
                 if flags & AT_REMOVEDIR == 0, let save = activity.pendingSave(PendingName(directory: parent.id, name: fileName)) {
                     // The owner removes the file it created and never closed: its writes go with it.
-                    guard save.owner == owner(of: pending.raw) else { throw .noSuchFileOrDirectory }
+                    guard save.owner == .process(origin.pid) else { throw .noSuchFileOrDirectory }
                     save.discard()
                     activity.clearPendingName(of: save)
                     removedPending = true
@@ -127,11 +126,10 @@ extension FileSystem {
         let pending = PendingRequest(raw: request)
         // Only a plain rename replaces what it lands on: an exchange swaps, RENAME_NOREPLACE fails.
         let facts = AskFacts(destinationIsReplaced: { flags & (Linux.RENAME_EXCHANGE | Linux.RENAME_NOREPLACE) == 0 && replaced.exists() })
-        coordinated(request, .rename, .rename(from: moving, to: replaced), facts: facts) { [self] in
+        coordinated(request, .rename, .rename(from: moving, to: replaced), facts: facts) { [self] origin in
             do throws(Errno) {
-                let origin = origin(of: pending.raw)
                 if let save = activity.pendingSave(PendingName(directory: source.id, name: sourceName)),
-                   save.owner == owner(of: pending.raw) {
+                   save.owner == .process(origin.pid) {
                     try renamePending(save, to: destination, destinationName, flags: flags)
                     replyOK(pending.raw)
                     return

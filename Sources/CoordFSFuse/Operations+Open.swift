@@ -55,37 +55,38 @@ extension FileSystem {
         guard let item, let path = item.resolved else {
             // Special files, and files reachable only through an open descriptor: no one else can
             // name them, so there is nothing to coordinate.
-            return openInPlace(pending, node, copy, claims: nil, consent: .nobodyAsked)
+            return openInPlace(pending, origin(of: request), node, copy, claims: nil, consent: .nobodyAsked)
         }
         let nonblocking = flags & O_NONBLOCK != 0
+        let caller = origin(of: request)
         if opensForChange(flags) {
             let byPolicy = coordinatesItself(node)
                 || mount.writesInPlace(path, flags: flags, existing: node)
             // Another owner's save of a locked file goes in place rather than keep this open from its lock call.
-            let (inPlace, lockWatch) = meetLocks(node, request, inPlace: byPolicy)
-            coordinatedOpen(request, .openForWriting, item, inPlace: inPlace, nonblocking: nonblocking) { [self] held, consent in
+            let (inPlace, lockWatch) = meetLocks(node, requester: .process(caller.pid), inPlace: byPolicy)
+            coordinatedOpen(request, .openForWriting, item, inPlace: inPlace, nonblocking: nonblocking, caller: caller) { [self] held, consent in
                 lockWatch?.stop()
                 // In-place files took their claim for the open only (no claims held), as for each operation.
                 if inPlace {
-                    openInPlace(pending, node, copy, claims: nil, consent: consent, startedAt: path)
+                    openInPlace(pending, caller, node, copy, claims: nil, consent: consent, startedAt: path)
                 } else if coordinatesItself(node) {
                     // It turned out to coordinate itself while this open waited.
                     if let held { authority.release(held) }
-                    openInPlace(pending, node, copy, claims: nil, consent: consent, startedAt: path)
+                    openInPlace(pending, caller, node, copy, claims: nil, consent: consent, startedAt: path)
                 } else {
-                    openForSave(pending, node, copy, claims: held, consent: consent, startedAt: path)
+                    openForSave(pending, caller, node, copy, claims: held, consent: consent, startedAt: path)
                 }
             }
         } else {
             // No claims are held unless reads are strict: a snapshot read claims for the open only.
-            coordinatedOpen(request, .openForReading, item, nonblocking: nonblocking) { [self] held, _ in
-                openForReading(pending, node, copy, claims: held, startedAt: path)
+            coordinatedOpen(request, .openForReading, item, nonblocking: nonblocking, caller: caller) { [self] held, _ in
+                openForReading(pending, caller, node, copy, claims: held, startedAt: path)
             }
         }
     }
 
     /// Opens the backing object itself: reads and writes go straight to it.
-    private func openInPlace(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, claims held: HeldClaims?, consent: PresenterConsent,
+    private func openInPlace(_ request: PendingRequest, _ origin: ChangeOrigin, _ node: Node, _ copy: FileInfoCopy, claims held: HeldClaims?, consent: PresenterConsent,
                              startedAt path: MountPath? = nil) {
         let flags = copy.info.flags
         replyOpen(request, copy, claims: held, consent: consent) { () throws(Errno) -> OpenFile in
@@ -93,15 +94,15 @@ extension FileSystem {
             let descriptor = try reopen(node, flags: backingFlags(flags))
             if flags & O_TRUNC != 0 { try clearSetIDBitsOnTruncatingOpen(request.raw, descriptor.raw) }
             return OpenFile(node: node, own: SharedDescriptor(descriptor), save: nil, isWriter: opensForChange(flags),
-                            appends: false, usesPageCache: true, claims: held, origin: origin(of: request.raw), consent: consent)
+                            appends: false, usesPageCache: true, claims: held, origin: origin, consent: consent)
         }
     }
 
     /// Opens for reading: the owner of a pending save reads it; everyone else reads the
     /// version committed now, through the page cache unless an older version may be in it.
-    private func openForReading(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, claims held: HeldClaims?, startedAt path: MountPath?) {
+    private func openForReading(_ request: PendingRequest, _ origin: ChangeOrigin, _ node: Node, _ copy: FileInfoCopy, claims held: HeldClaims?,
+                                startedAt path: MountPath?) {
         let flags = copy.info.flags
-        let origin = origin(of: request.raw)
         let reader = ClaimOwner.process(origin.pid)
         replyOpen(request, copy, claims: held, consent: .nobodyAsked) { () throws(Errno) -> OpenFile in
             if let save = activity.save(of: node) {
@@ -123,14 +124,13 @@ extension FileSystem {
     }
 
     /// Opens for writing through the owner's save of the file, starting one if needed.
-    private func openForSave(_ request: PendingRequest, _ node: Node, _ copy: FileInfoCopy, claims held: HeldClaims?, consent: PresenterConsent,
-                             startedAt path: MountPath?) {
+    private func openForSave(_ request: PendingRequest, _ origin: ChangeOrigin, _ node: Node, _ copy: FileInfoCopy, claims held: HeldClaims?,
+                             consent: PresenterConsent, startedAt path: MountPath?) {
         let flags = copy.info.flags
-        let origin = origin(of: request.raw)
         replyOpen(request, copy, claims: held, consent: consent) { () throws(Errno) -> OpenFile in
             let save = try saveForWriting(node, owner: .process(origin.pid), startedAt: path)
             if flags & O_TRUNC != 0 {
-                let dropsSetID = canChangeOwners && fuse_req_ctx(request.raw)!.pointee.uid != 0
+                let dropsSetID = canChangeOwners && origin.uid != 0
                 do throws(Errno) {
                     try save.truncate(to: 0) { (descriptor) throws(Errno) in
                         if dropsSetID { try clearSetIDBits(descriptor) }
@@ -257,17 +257,19 @@ extension FileSystem {
         // Another process's new file, not committed yet and locked (a lock file): it goes in
         // place, which gives it its name, and the kernel looks the name up again (ESTALE) to open it.
         var lockWatch: LockWatch?
+        let caller = origin(of: request)
         if activity.hasPendingNames, let other = activity.pendingSave(PendingName(directory: parent.id, name: fileName)) {
-            let requester = owner(of: request)
+            let requester = ClaimOwner.process(caller.pid)
             if yieldsToLocks(other, requester: requester) { return reply(request, error: .staleNFSFileHandle) }
             lockWatch = watchLocks(of: other.node, requester: requester)
         }
-        coordinatedOpen(request, .openForWriting, item, inPlace: inPlace, nonblocking: copy.info.flags & O_NONBLOCK != 0) { [self, lockWatch] held, consent in
+        coordinatedOpen(request, .openForWriting, item, inPlace: inPlace, nonblocking: copy.info.flags & O_NONBLOCK != 0,
+                        caller: caller) { [self, lockWatch] held, consent in
             lockWatch?.stop()
             if inPlace {
-                createInPlace(pending, parent, fileName, mode, copy, consent: consent)
+                createInPlace(pending, caller, parent, fileName, mode, copy, consent: consent)
             } else {
-                createStaged(pending, parent, fileName, mode, copy, claims: held, consent: consent)
+                createStaged(pending, caller, parent, fileName, mode, copy, claims: held, consent: consent)
             }
         }
     }
@@ -284,10 +286,9 @@ extension FileSystem {
     }
 
     /// Creates the file itself in the backing (in-place files).
-    private func createInPlace(_ request: PendingRequest, _ parent: Node, _ name: FileName, _ mode: mode_t, _ copy: FileInfoCopy,
-                               consent: PresenterConsent) {
+    private func createInPlace(_ request: PendingRequest, _ origin: ChangeOrigin, _ parent: Node, _ name: FileName, _ mode: mode_t,
+                               _ copy: FileInfoCopy, consent: PresenterConsent) {
         var info = copy.info
-        let origin = origin(of: request.raw)
         do throws(Errno) {
             let descriptor = try creatingForCaller(request.raw, mode: mode) { (creationMode) throws(Errno) in
                 try createExclusively(parent, name, flags: backingFlags(info.flags), mode: creationMode)
@@ -307,10 +308,9 @@ extension FileSystem {
     /// Creates the file as a staged temp (unnamed where the backing allows) that only its
     /// creator sees until the first commit gives it its name (the node stands for the temp from
     /// the start, so it keeps its identity through that commit).
-    private func createStaged(_ request: PendingRequest, _ parent: Node, _ name: FileName, _ mode: mode_t, _ copy: FileInfoCopy,
-                              claims held: HeldClaims?, consent: PresenterConsent) {
+    private func createStaged(_ request: PendingRequest, _ origin: ChangeOrigin, _ parent: Node, _ name: FileName, _ mode: mode_t,
+                              _ copy: FileInfoCopy, claims held: HeldClaims?, consent: PresenterConsent) {
         var info = copy.info
-        let origin = origin(of: request.raw)
         let owner = ClaimOwner.process(origin.pid)
         var staged: StagedFile?
         do throws(Errno) {

@@ -35,12 +35,12 @@ extension FileSystem {
     /// Presenters are asked before the access takes its claims: a presenter that saves on
     /// request, or holds the item open until it steps aside, would otherwise wait for the very
     /// claim that waits for its answer.
-    func consultPresenters(_ request: fuse_req_t, _ asks: @autoclosure () -> [PresenterAsk],
+    func consultPresenters(_ request: fuse_req_t, requester: Int32, _ asks: @autoclosure () -> [PresenterAsk],
                            _ body: @escaping @Sendable (PresenterConsent) -> Void) {
         if presenters.isEmpty { return body(.nobodyAsked) }
         let questions = asks().filter { $0.path != nil && presenters.hasPresenters(answering: $0.kind) }
         if questions.isEmpty { return body(.nobodyAsked) }
-        consult(PendingRequest(raw: request), requester: origin(of: request).pid, questions[...], PresenterConsent(), body)
+        consult(PendingRequest(raw: request), requester: requester, questions[...], PresenterConsent(), body)
     }
 
     private func consult(_ request: PendingRequest, requester: Int32, _ asks: ArraySlice<PresenterAsk>, _ consent: PresenterConsent,
@@ -104,31 +104,21 @@ extension FileSystem {
     /// coordinated operation does before it acts (`coordinated` and `coordinatedOpen` derive
     /// both from the operation table). `body` replies, and owns the grant and the consent from
     /// then on. When the claims cannot be had (timeout, interrupt, O_NONBLOCK), the presenters
-    /// that stepped aside are told to reacquire at once.
-    func withPresentersAndClaims(_ request: fuse_req_t, asking asks: @autoclosure () -> [PresenterAsk],
+    /// that stepped aside are told to reacquire at once. `caller`: who sent the request, read
+    /// once (`origin(of:)`), the owner of the claims and the one presenters are asked for.
+    func withPresentersAndClaims(_ request: fuse_req_t, caller: ChangeOrigin, asking asks: @autoclosure () -> [PresenterAsk],
                                  claims requests: OperationClaimRequests, nonblocking: Bool = false,
                                  _ body: @escaping @Sendable (HeldClaims?, PresenterConsent) -> Void) {
         let pending = PendingRequest(raw: request)
-        consultPresenters(request, asks()) { [self] (consent: PresenterConsent) in
+        consultPresenters(request, requester: caller.pid, asks()) { [self] (consent: PresenterConsent) in
             var giveBack: (@Sendable () -> Void)? = nil
             if !consent.relinquished.isEmpty { giveBack = { [self] in reacquire(consent) } }
             // The paths resolved before still hold unless the presenters made the access wait.
-            withClaims(pending.raw, resolved: consent.waited ? nil : requests.resolved, requests.now, nonblocking: nonblocking,
+            withClaims(pending.raw, for: .process(caller.pid), resolved: consent.waited ? nil : requests.resolved, requests.now,
+                       nonblocking: nonblocking,
                        whenRefused: giveBack) { (held: HeldClaims?) in
                 body(held, consent)
             }
-        }
-    }
-
-    /// The whole coordination of an operation that holds its claims only while it runs: ask
-    /// the presenters, take the claims, run `body` (which replies), then release the claims
-    /// and tell the presenters that stepped aside.
-    func coordinated(_ request: fuse_req_t, asking asks: @autoclosure () -> [PresenterAsk],
-                     claims requests: OperationClaimRequests, _ body: @escaping @Sendable () -> Void) {
-        withPresentersAndClaims(request, asking: asks(), claims: requests) { [self] (held: HeldClaims?, consent: PresenterConsent) in
-            body()
-            if let held { authority.release(held) }
-            reacquire(consent)
         }
     }
 }

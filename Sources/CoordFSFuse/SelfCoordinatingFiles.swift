@@ -123,10 +123,9 @@ extension FileSystem {
     /// An open that meets a file another owner saves: when it is locked, the save goes in
     /// place at once and the open does too; else the locks are watched while the open waits.
     /// Returns whether the open goes in place now, and the watch to stop once it goes on.
-    func meetLocks(_ node: Node, _ request: fuse_req_t, inPlace: Bool) -> (inPlace: Bool, watch: LockWatch?) {
+    func meetLocks(_ node: Node, requester: ClaimOwner, inPlace: Bool) -> (inPlace: Bool, watch: LockWatch?) {
         if inPlace || !node.isRegularFile || !activity.hasSaves { return (inPlace, nil) }
         guard let save = activity.save(of: node) else { return (false, nil) }
-        let requester = owner(of: request)
         if yieldsToLocks(save, requester: requester) { return (true, nil) }
         return (false, watchLocks(of: node, requester: requester))
     }
