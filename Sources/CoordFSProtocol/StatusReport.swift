@@ -134,9 +134,11 @@ public struct StatusReport: Sendable, Hashable, Codable {
         public var answered: UInt64
         public var timedOut: UInt64
         public var refused: UInt64
+        /// It let an ask time out and has answered nothing since: asks skip it until it answers.
+        public var unresponsive: Bool
 
         public init(presenter: UInt64, session: UInt64?, path: FilePath, answers: [AskKind], pid: Int32, pending: Int,
-                    asked: UInt64, answered: UInt64, timedOut: UInt64, refused: UInt64) {
+                    asked: UInt64, answered: UInt64, timedOut: UInt64, refused: UInt64, unresponsive: Bool = false) {
             self.presenter = presenter
             self.session = session
             self.path = path
@@ -147,10 +149,11 @@ public struct StatusReport: Sendable, Hashable, Codable {
             self.answered = answered
             self.timedOut = timedOut
             self.refused = refused
+            self.unresponsive = unresponsive
         }
 
         private enum CodingKeys: String, CodingKey {
-            case presenter, session, path, pathBytes, answers, pid, pending, asked, answered, timedOut, refused
+            case presenter, session, path, pathBytes, answers, pid, pending, asked, answered, timedOut, refused, unresponsive
         }
 
         public init(from decoder: any Decoder) throws {
@@ -165,6 +168,7 @@ public struct StatusReport: Sendable, Hashable, Codable {
             answered = try container.decode(UInt64.self, forKey: .answered)
             timedOut = try container.decode(UInt64.self, forKey: .timedOut)
             refused = try container.decode(UInt64.self, forKey: .refused)
+            unresponsive = try container.decodeIfPresent(Bool.self, forKey: .unresponsive) ?? false
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -179,6 +183,7 @@ public struct StatusReport: Sendable, Hashable, Codable {
             try container.encode(answered, forKey: .answered)
             try container.encode(timedOut, forKey: .timedOut)
             try container.encode(refused, forKey: .refused)
+            try container.encode(unresponsive, forKey: .unresponsive)
         }
     }
 

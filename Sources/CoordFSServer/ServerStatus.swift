@@ -25,7 +25,8 @@ extension ServerContext {
             StatusReport.Presenter(presenter: status.info.id, session: presenterSessions[status.info.id],
                                    path: status.info.path.filePath, answers: status.info.answers.kinds.map(AskKind.init),
                                    pid: status.info.ownerPid, pending: status.pending, asked: status.asked,
-                                   answered: status.answered, timedOut: status.timedOut, refused: status.refused)
+                                   answered: status.answered, timedOut: status.timedOut, refused: status.refused,
+                                   unresponsive: status.unresponsive)
         }
         let requests = presenters.pendingRequests().filter { visible($0.path) }.map {
             StatusReport.PresenterRequest(request: $0.id, kind: AskKind($0.kind), path: $0.path.filePath,

@@ -84,7 +84,7 @@ struct Status: ParsableCommand {
         section(&lines, "presenters", report.presenters) { presenter in
             let answers = presenter.answers.isEmpty ? "notifications only" : presenter.answers.map(\.rawValue).joined(separator: ",")
             let session = presenter.session.map { "session \($0), " } ?? ""
-            return "#\(presenter.presenter)  \(presenter.path)  \(answers)  (\(session)pid \(presenter.pid))  pending \(presenter.pending), asked \(presenter.asked), timed out \(presenter.timedOut), refused \(presenter.refused)"
+            return "#\(presenter.presenter)  \(presenter.path)  \(answers)  (\(session)pid \(presenter.pid))  pending \(presenter.pending), asked \(presenter.asked), timed out \(presenter.timedOut), refused \(presenter.refused)\(presenter.unresponsive ? ", unresponsive: not asked until it answers" : "")"
         }
         section(&lines, "presenter requests waiting", report.presenterRequests) { request in
             "#\(request.request)  \(request.kind) \(request.path)  for pid \(request.requester)  waiting \(formatDuration(request.waiting)) on \(request.awaiting.map { "#\($0)" }.joined(separator: ","))"

@@ -235,3 +235,32 @@ private let fakeTree: @Sendable (Int32, Int32) -> Bool = { pid, root in pid == r
         #expect(ProcessFacts.supplementaryGroups(of: me) != nil)
     }
 }
+
+extension PresenterRegistryTests {
+    /// A presenter that let an ask time out costs the next accesses nothing: it is skipped at
+    /// once until it answers something (a late answer counts), then asked again.
+    @Test func aSilentPresenterIsSkippedAtOnceUntilItAnswers() async throws {
+        let registry = PresenterRegistry(isInTree: fakeTree)
+        let silent = Inbox()
+        let quiet = registry.register(path("/f"), answers: [.save], ownerPid: 200, deliver: silent.deliver)
+        let first = VerdictBox()
+        #expect(registry.ask(.save, path: path("/f"), requester: 1, timeout: .milliseconds(100), completion: first.completion))
+        let timedOut = try #require(await first.wait())
+        #expect(timedOut.timedOut.map(\.id) == [quiet.id])
+        #expect(registry.presenters().first?.unresponsive == true)
+
+        #expect(!registry.ask(.save, path: path("/f"), requester: 1, timeout: .seconds(30)) { _ in }, "skipped at once: no wait")
+        #expect(silent.requests.count == 1, "not asked again")
+        #expect(registry.presenters().first?.asked == 1)
+
+        // Its late answer is not accepted for the ask it missed, but shows it is there again.
+        #expect(!registry.answer(request: timedOut.request, presenter: quiet.id, ok: true))
+        #expect(registry.presenters().first?.unresponsive == false)
+        let again = VerdictBox()
+        #expect(registry.ask(.save, path: path("/f"), requester: 1, timeout: .seconds(30), completion: again.completion))
+        let request = try #require(silent.requests.last)
+        #expect(silent.requests.count == 2)
+        #expect(registry.answer(request: request.id, presenter: quiet.id, ok: true))
+        #expect(try #require(await again.wait()).timedOut.isEmpty)
+    }
+}

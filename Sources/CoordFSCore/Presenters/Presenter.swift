@@ -136,6 +136,8 @@ public struct PresenterStatus: Sendable, Hashable {
     public var answered: UInt64
     public var timedOut: UInt64
     public var refused: UInt64
+    /// Let an ask time out and answered nothing since: not asked until it answers.
+    public var unresponsive: Bool
 }
 
 /// A request still waiting for answers, as status shows it.

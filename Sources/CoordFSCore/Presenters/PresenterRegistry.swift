@@ -19,6 +19,9 @@ public final class PresenterRegistration: @unchecked Sendable {
     fileprivate var answered: UInt64 = 0
     fileprivate var timedOut: UInt64 = 0
     fileprivate var refused: UInt64 = 0
+    /// Let an ask time out and has answered nothing since: asks skip it at once (a silent
+    /// presenter costs every access its timeout once, not on every access).
+    fileprivate var isUnresponsive = false
 
     fileprivate init(id: UInt64, path: MountPath, answers: PresenterRequestKinds, ownerPid: Int32, label: String,
                      deliver: @escaping @Sendable (PresenterMessage) -> Void) {
@@ -176,7 +179,7 @@ public final class PresenterRegistry: Sendable {
         let started = ContinuousClock.now
         let deadline = started.advanced(by: timeout)
         let sends: [(PresenterRegistration, PresenterRequest)]? = state.withLock { state in
-            let live = chosen.filter(\.isActive)
+            let live = chosen.filter { $0.isActive && !$0.isUnresponsive }
             guard !live.isEmpty else { return nil }
             let id = state.nextRequestID
             state.nextRequestID += 1
@@ -201,12 +204,14 @@ public final class PresenterRegistry: Sendable {
     }
 
     /// Records a presenter's answer. Returns false when the request is no longer waiting for
-    /// this presenter (answered before, timed out, or never asked it).
+    /// this presenter (answered before, timed out, or never asked it). Any answer, even a
+    /// late one, shows the presenter is there again: it is asked again from now on.
     @discardableResult
     public func answer(request id: UInt64, presenter: UInt64, ok: Bool, reason: String? = nil) -> Bool {
         let outcome: (accepted: Bool, finished: PendingAsk?) = state.withLock { state in
-            guard var ask = state.pending[id], let info = ask.awaiting.removeValue(forKey: presenter) else { return (false, nil) }
             let registration = state.registrations.first { $0.id == presenter }
+            registration?.isUnresponsive = false
+            guard var ask = state.pending[id], let info = ask.awaiting.removeValue(forKey: presenter) else { return (false, nil) }
             registration?.answered += 1
             if !ok && ask.kind == .accommodateDeletion {
                 registration?.refused += 1
@@ -230,7 +235,9 @@ public final class PresenterRegistry: Sendable {
         let finished: PendingAsk? = state.withLock { state in
             guard let ask = state.pending.removeValue(forKey: id) else { return nil }
             for presenterID in ask.awaiting.keys {
-                state.registrations.first { $0.id == presenterID }?.timedOut += 1
+                guard let registration = state.registrations.first(where: { $0.id == presenterID }) else { continue }
+                registration.timedOut += 1
+                registration.isUnresponsive = true
             }
             return ask
         }
@@ -308,7 +315,7 @@ public final class PresenterRegistry: Sendable {
             }
             return state.registrations.map {
                 PresenterStatus(info: $0.infoLocked, pending: pendingCount[$0.id] ?? 0, asked: $0.asked,
-                                answered: $0.answered, timedOut: $0.timedOut, refused: $0.refused)
+                                answered: $0.answered, timedOut: $0.timedOut, refused: $0.refused, unresponsive: $0.isUnresponsive)
             }
         }
     }
