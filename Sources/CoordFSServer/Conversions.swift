@@ -51,6 +51,13 @@ extension WatchEvent {
     }
 }
 
+extension OverflowMarker {
+    init(_ overflow: EventOverflow) {
+        self.init(dropped: overflow.dropped, first: overflow.firstDropped, last: overflow.lastDropped,
+                  reason: overflow.backingLost ? .backing : nil)
+    }
+}
+
 extension AskKind {
     init(_ kind: PresenterRequestKind) {
         switch kind {

@@ -268,9 +268,7 @@ final class Session {
                 append(event, prefix: subscription.prefix, to: &buffer)
             }
             if let overflow = batch.overflow,
-               let line = try? WireFormat.line(Push.overflow(OverflowPush(subscription: wireID, dropped: overflow.dropped,
-                                                                           first: overflow.firstDropped, last: overflow.lastDropped,
-                                                                           reason: overflow.backingLost ? "backing" : nil))) {
+               let line = try? WireFormat.line(Push.overflow(OverflowPush(subscription: wireID, marker: OverflowMarker(overflow)))) {
                 buffer.writeBytes(line)
             }
             if buffer.readableBytes > 0 {
