@@ -218,3 +218,28 @@ extension Push: Codable {
         }
     }
 }
+
+/// The line of an `event` push written around the event's JSON as it was encoded once for
+/// every subscriber, so that a subscription adds its frame and copies the shared bytes rather
+/// than encoding the event again. Its bytes are `WireFormat.line(Push.event(…))`'s
+/// (ProtocolServerLineTests holds them equal).
+public struct EventPushFrame: Sendable {
+    /// `{"push":"event","subscription":N,"event":`
+    @usableFromInline let head: [UInt8]
+    /// What closes the push object, and the line.
+    @usableFromInline static let tail: [UInt8] = Array("}\n".utf8)
+
+    public init(subscription: UInt64) {
+        head = Array(#"{"push":"event","subscription":\#(subscription),"event":"#.utf8)
+    }
+
+    /// Hands `append` the line in order, in pieces (the frame's and `eventJSON` itself), for
+    /// an output buffer to take without the whole line being put together first. `eventJSON`
+    /// is a `WatchEvent` as `JSONLineEncoder` encodes it.
+    @inlinable
+    public func write(around eventJSON: borrowing [UInt8], to append: (borrowing [UInt8]) -> Void) {
+        append(head)
+        append(eventJSON)
+        append(Self.tail)
+    }
+}

@@ -49,6 +49,12 @@ extension WatchEvent {
                   origin: .init(event.origin),
                   size: event.size, time: event.time.secondsSince1970)
     }
+
+    /// `event` as the JSON an event push carries (see `EventPushFrame`); empty for one whose
+    /// time JSON has no number for, which no clock gives.
+    static func json(of event: ChangeEvent) -> [UInt8] {
+        (try? JSONLineEncoder().encode(WatchEvent(event))) ?? []
+    }
 }
 
 extension OverflowMarker {

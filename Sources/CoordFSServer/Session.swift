@@ -23,14 +23,14 @@ final class Session {
 
     struct Subscription {
         let events: EventSubscription
-        /// `{"push":"event","subscription":N,"event":` — the same for every event it sends.
-        let prefix: [UInt8]
+        /// The frame of its event pushes, the same for every event it sends.
+        let frame: EventPushFrame
         /// Draining stopped because the socket's send buffer was full.
         var blocked = false
 
         init(events: EventSubscription, wireID: UInt64) {
             self.events = events
-            self.prefix = Array(#"{"push":"event","subscription":\#(wireID),"event":"#.utf8)
+            self.frame = EventPushFrame(subscription: wireID)
         }
     }
 
@@ -265,7 +265,7 @@ final class Session {
             let batch = subscription.events.next(upTo: 256)
             var buffer = channel.allocator.buffer(capacity: batch.events.count * 320)
             for event in batch.events {
-                append(event, prefix: subscription.prefix, to: &buffer)
+                append(event, framed: subscription.frame, to: &buffer)
             }
             if let overflow = batch.overflow,
                let line = try? WireFormat.line(Push.overflow(OverflowPush(subscription: wireID, marker: OverflowMarker(overflow)))) {
@@ -294,7 +294,7 @@ final class Session {
 
     /// Adds one event as this user may see it: a move seen from one side only is told as a
     /// creation or a deletion there.
-    private func append(_ event: ChangeEvent, prefix: [UInt8], to buffer: inout ByteBuffer) {
+    private func append(_ event: ChangeEvent, framed frame: EventPushFrame, to buffer: inout ByteBuffer) {
         var told = event
         var retold = false
         if !gate.seesEverything {
@@ -310,13 +310,15 @@ final class Session {
                 return
             }
         }
-        buffer.writeBytes(prefix)
-        if retold {
-            buffer.writeBytes((try? JSONLineEncoder().encode(WatchEvent(told))) ?? [])
-        } else {
-            context.withEventJSON(event) { buffer.writeBytes($0) }
+        func writeFramed(_ json: borrowing [UInt8]) {
+            guard !json.isEmpty else { return }
+            frame.write(around: json) { buffer.writeBytes($0) }
         }
-        buffer.writeBytes("}\n".utf8)
+        if retold {
+            writeFramed(WatchEvent.json(of: told))
+        } else {
+            context.withEventJSON(event, writeFramed)
+        }
     }
 
     // MARK: Presenters
