@@ -104,10 +104,7 @@ final class Session {
     }
 
     private func fail(_ id: RequestID?, _ code: ErrorCode, _ message: String, blockers: [ClaimHolderRecord]? = nil) {
-        // An error reply always encodes (it holds only strings and numbers).
-        if let line = try? WireFormat.line(ErrorReply(id: id, error: ErrorDetail(code: code, message: message, blockers: blockers))) {
-            write(line)
-        }
+        write(ErrorReply(id: id, error: ErrorDetail(code: code, message: message, blockers: blockers)).line)
     }
 
     private func fail(_ id: RequestID?, _ detail: ErrorDetail) {

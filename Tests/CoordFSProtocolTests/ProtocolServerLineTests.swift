@@ -3,8 +3,9 @@ import SystemPackage
 import Testing
 import CoordFSProtocol
 
-/// What the server writes, pinned byte for byte: the server's shortcut for events (one
-/// encoding framed for every subscriber) writes what the Codable path writes.
+/// What the server writes, pinned byte for byte: every push, error reply and attribute value
+/// comes from CoordFSProtocol, and the server's shortcut for events (one encoding framed for
+/// every subscriber) writes what the Codable path writes.
 @Suite struct ProtocolServerLineTests {
     static let notUTF8 = WirePath.path(Array("/d/bad".utf8) + [0xFF, 0xFE] + Array("name".utf8))!
 
@@ -47,5 +48,36 @@ import CoordFSProtocol
             #expect(decoded == push)
         }
         #expect(OverflowReason.allCases.map(\.rawValue) == ["backing"])
+    }
+
+    @Test func anErrorReplyIsItsCodableLine() throws {
+        let blocker = ClaimHolderRecord(path: "/counter", mode: .exclusive, owner: .init(kind: .client, pid: 26201, session: 1), held: 0.00103)
+        let replies = [ErrorReply(id: .number(6), error: .init(code: .conflict, message: "/counter is held", blockers: [blocker])),
+                       ErrorReply(id: nil, error: .init(code: .badJSON, message: "not valid JSON")),
+                       ErrorReply(id: .text("a"), error: .init(code: .limit, message: "too many connections"))]
+        for reply in replies {
+            #expect(reply.line == (try WireFormat.line(reply)))
+        }
+        #expect(String(decoding: replies[1].line, as: UTF8.self) == #"{"id":null,"error":{"code":"bad-json","message":"not valid JSON"}}"# + "\n")
+    }
+
+    /// A reply whose blockers JSON cannot hold still goes out, without them: the request gets
+    /// its answer.
+    @Test func anErrorReplyAlwaysGoesOut() throws {
+        var blocker = ClaimHolderRecord(path: "/f", mode: .write, owner: .init(kind: .process, pid: 1), held: 0)
+        blocker.held = .infinity
+        let reply = ErrorReply(id: .number(3), error: .init(code: .timeout, message: "gave up", blockers: [blocker]))
+        #expect(String(decoding: reply.line, as: UTF8.self) == #"{"id":3,"error":{"code":"timeout","message":"gave up"}}"# + "\n")
+    }
+
+    @Test(arguments: [FilePath("/"), FilePath("/docs/a b.txt"), notUTF8])
+    func theControlAttributesValue(path: FilePath) throws {
+        let location = ControlLocation(socket: "/run/coordfs/3f2a9c0d8e7b6a51.sock", path: path)
+        let value = try location.attributeValue()
+        #expect(ControlLocation(attributeValue: value) == location)
+        #expect(try JSONDecoder().decode(ControlLocation.self, from: Data(value)) == location)
+        if path == "/" {
+            #expect(String(decoding: value, as: UTF8.self) == #"{"version":1,"socket":"/run/coordfs/3f2a9c0d8e7b6a51.sock","path":"/"}"#)
+        }
     }
 }
