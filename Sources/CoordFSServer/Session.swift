@@ -352,15 +352,10 @@ final class Session {
                 context.presenters.answer(request: request.id, presenter: request.presenter, ok: true)
                 return
             }
-            let remaining = max(0, (request.deadline - ContinuousClock.now).seconds)
-            push(.ask(AskPush(presenter: request.presenter, request: request.id, kind: AskKind(request.kind),
-                              path: request.path.filePath, presented: request.presentedPath.filePath,
-                              requester: request.requester, timeout: remaining)))
+            push(.ask(AskPush(request, now: ContinuousClock.now)))
         case .notification(let notification):
             guard gate.mayLearnAbout(notification.path) || notification.destination.map(gate.mayLearnAbout) == true else { return }
-            push(.notify(NotifyPush(presenter: notification.presenter, kind: NoticeKind(notification.kind),
-                                    path: notification.path.filePath, destination: notification.destination?.filePath,
-                                    presented: notification.presentedPath.filePath)))
+            push(.notify(NotifyPush(notification)))
         }
         flush()
     }

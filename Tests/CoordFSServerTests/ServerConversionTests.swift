@@ -5,6 +5,22 @@ import Testing
 
 /// The one mapping between the core's types and the wire's (Conversions.swift).
 @Suite struct ServerConversionTests {
+    /// Every wire case stands for exactly one core case, and comes back as it went.
+    func isOneForOne<Wire: WireMirror & Hashable>(_: Wire.Type) where Wire.Core: Equatable {
+        let mirrored = Wire.Core.allCases.map(Wire.init)
+        #expect(Set(mirrored) == Set(Wire.allCases) && mirrored.count == Wire.allCases.count, "\(Wire.self)")
+        for core in Wire.Core.allCases {
+            #expect(Wire.Core(Wire(core)) == core)
+        }
+    }
+
+    @Test func theMirroredKindsAreOneForOne() {
+        isOneForOne(EventKind.self)
+        isOneForOne(AskKind.self)
+        isOneForOne(NoticeKind.self)
+        isOneForOne(ClaimModeName.self)
+    }
+
     @Test func anOverflowSaysWhyOnlyWhenTheBackingWasLost() {
         #expect(OverflowMarker(EventOverflow(firstDropped: 131, lastDropped: 942, dropped: 812))
                     == OverflowMarker(dropped: 812, first: 131, last: 942))
