@@ -101,8 +101,7 @@ final class ConnectionCore: Sendable {
         case .event(let body):
             state.withLock { $0.subscriptions[body.subscription] }?.offer(.event(body.event))
         case .overflow(let body):
-            state.withLock { $0.subscriptions[body.subscription] }?
-                .offer(.overflow(.init(dropped: body.dropped, first: body.first, last: body.last, backingLost: body.reason == "backing")))
+            state.withLock { $0.subscriptions[body.subscription] }?.offer(.overflow(body.marker))
         case .ask(let body):
             state.withLock { $0.presenters[body.presenter] }?.continuation.yield(.ask(body))
         case .notify(let body):

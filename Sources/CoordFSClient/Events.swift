@@ -7,23 +7,12 @@ public enum SubscriptionMessage: Sendable, Hashable {
     case event(WatchEvent)
     /// Events were lost — the server's queue or this client's buffer filled because they were
     /// not read fast enough: `dropped` matching events, sequence numbers `first` to `last`.
-    /// Rescan what you watch; events after `last` follow. Also sent when the mount's watch of
-    /// its backing lost changes made behind it (`backingLost`): anything may have changed.
+    /// Rescan what you watch; events after `last` follow. Also sent, with `reason` `.backing`,
+    /// when the mount lost track of changes made behind it: anything may have changed.
     case overflow(Overflow)
 
-    public struct Overflow: Sendable, Hashable {
-        public var dropped: UInt64
-        public var first: UInt64
-        public var last: UInt64
-        public var backingLost: Bool
-
-        public init(dropped: UInt64, first: UInt64, last: UInt64, backingLost: Bool = false) {
-            self.dropped = dropped
-            self.first = first
-            self.last = last
-            self.backingLost = backingLost
-        }
-    }
+    /// The marker as the server sends it.
+    public typealias Overflow = OverflowMarker
 }
 
 /// A subscription's events, in commit order. The sequence ends when the subscription is
@@ -114,7 +103,7 @@ final class SubscriptionSink: Sendable {
             if let overflow = state.overflow {
                 let more = Self.range(of: message)
                 state.overflow = .init(dropped: overflow.dropped + more.dropped, first: min(overflow.first, more.first),
-                                       last: max(overflow.last, more.last), backingLost: overflow.backingLost || more.backingLost)
+                                       last: max(overflow.last, more.last), reason: overflow.reason ?? more.reason)
             } else if state.buffer.count >= capacity {
                 state.overflow = Self.range(of: message)
             } else {

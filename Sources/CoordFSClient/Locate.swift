@@ -60,7 +60,7 @@ extension ControlLocation {
             }
         }
         guard count >= 0 else { return .failure(Errno(rawValue: errno)) }
-        guard let location = ShortExchange.location(Array(buffer[0..<count])), location.socket.hasPrefix("/"), location.path.isAbsolute else {
+        guard let location = ControlLocation(attributeValue: Array(buffer[0..<count])), location.socket.hasPrefix("/"), location.path.isAbsolute else {
             return .failure(.invalidArgument)
         }
         return .success(location)

@@ -158,12 +158,12 @@ extension FileSystem {
 
 extension FileSystem {
     /// The value of `user.coordfs.control` for `node` when that is the attribute asked for
-    /// and the mount serves a socket: a `ControlLocation` as JSON (the path's bytes exact, as
+    /// and the mount serves a socket: a `ControlLocation`'s value (the path's bytes exact, as
     /// on the wire). An item that has no name any more (unlinked) is ENOENT, as a path to it would be.
     fileprivate func controlLocation(of node: Node, asked name: UnsafePointer<CChar>) throws(Errno) -> [UInt8]? {
         guard let socket = options.controlSocket, isControlAttribute(name) else { return nil }
         guard let path = nodes.path(of: node) else { throw .noSuchFileOrDirectory }
-        guard let json = try? JSONLineEncoder().encode(ControlLocation(socket: socket, path: path.filePath)) else { throw .ioError }
-        return json
+        guard let value = try? ControlLocation(socket: socket, path: path.filePath).attributeValue() else { throw .ioError }
+        return value
     }
 }

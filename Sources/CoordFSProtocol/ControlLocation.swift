@@ -22,6 +22,18 @@ public struct ControlLocation: Sendable, Hashable, Codable {
     /// The name of the attribute the mount answers with its location.
     public static let attributeName = "user.coordfs.control"
 
+    /// The attribute's value: this location as JSON.
+    public func attributeValue() throws -> [UInt8] {
+        try JSONLineEncoder().encode(self)
+    }
+
+    /// The location an attribute's value gives; nil when it is not one. Read without Codable,
+    /// for a command that starts fast (`ShortExchange`).
+    public init?(attributeValue: [UInt8]) {
+        guard let location = ShortExchange.location(attributeValue) else { return nil }
+        self = location
+    }
+
     private enum CodingKeys: String, CodingKey {
         case version, socket, path, pathBytes
     }

@@ -31,24 +31,58 @@ public struct EventPush: Sendable, Hashable, Codable {
     }
 }
 
-/// The subscription's queue filled because the client did not read fast enough: `dropped`
-/// matching events (sequence numbers `first` to `last`) were lost. Rescan, then carry on:
-/// events after `last` keep coming.
-public struct OverflowPush: Sendable, Hashable, Codable {
-    public var subscription: UInt64
+/// Events a subscription lost: `dropped` matching events (sequence numbers `first` to
+/// `last`). Rescan, then carry on: events after `last` keep coming. The marker of the
+/// `overflow` push, and what the client library and `coordfs watch` hand on.
+public struct OverflowMarker: Sendable, Hashable, Codable {
     public var dropped: UInt64
     public var first: UInt64
     public var last: UInt64
-    /// Absent when the subscriber's queue filled; `backing` when the watch of the backing lost
-    /// changes made behind the mount (anything may have changed).
-    public var reason: String?
+    /// Absent when a queue filled because events were not read fast enough.
+    public var reason: OverflowReason?
 
-    public init(subscription: UInt64, dropped: UInt64, first: UInt64, last: UInt64, reason: String? = nil) {
-        self.subscription = subscription
+    public init(dropped: UInt64, first: UInt64, last: UInt64, reason: OverflowReason? = nil) {
         self.dropped = dropped
         self.first = first
         self.last = last
         self.reason = reason
+    }
+}
+
+/// Why an overflow marker came other than a full queue.
+public enum OverflowReason: String, Sendable, Hashable, Codable, CaseIterable, CustomStringConvertible {
+    /// The mount lost track of changes made behind it (its watch of the backing overflowed, or
+    /// another host's changes could not be followed): anything may have changed, whatever
+    /// `dropped` says.
+    case backing
+
+    public var description: String { rawValue }
+}
+
+/// A subscription's overflow marker: its fields sit beside `subscription`, as in
+/// `{"push":"overflow","subscription":1,"dropped":812,"first":131,"last":942}`.
+public struct OverflowPush: Sendable, Hashable, Codable {
+    public var subscription: UInt64
+    public var marker: OverflowMarker
+
+    public init(subscription: UInt64, marker: OverflowMarker) {
+        self.subscription = subscription
+        self.marker = marker
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case subscription
+    }
+
+    public init(from decoder: any Decoder) throws {
+        subscription = try decoder.container(keyedBy: CodingKeys.self).decode(UInt64.self, forKey: .subscription)
+        marker = try OverflowMarker(from: decoder)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(subscription, forKey: .subscription)
+        try marker.encode(to: encoder)
     }
 }
 
@@ -182,5 +216,30 @@ extension Push: Codable {
         case .notify(let body): try body.encode(to: encoder)
         case .bye(let body): try body.encode(to: encoder)
         }
+    }
+}
+
+/// The line of an `event` push written around the event's JSON as it was encoded once for
+/// every subscriber, so that a subscription adds its frame and copies the shared bytes rather
+/// than encoding the event again. Its bytes are `WireFormat.line(Push.event(…))`'s
+/// (ProtocolServerLineTests holds them equal).
+public struct EventPushFrame: Sendable {
+    /// `{"push":"event","subscription":N,"event":`
+    @usableFromInline let head: [UInt8]
+    /// What closes the push object, and the line.
+    @usableFromInline static let tail: [UInt8] = Array("}\n".utf8)
+
+    public init(subscription: UInt64) {
+        head = Array(#"{"push":"event","subscription":\#(subscription),"event":"#.utf8)
+    }
+
+    /// Hands `append` the line in order, in pieces (the frame's and `eventJSON` itself), for
+    /// an output buffer to take without the whole line being put together first. `eventJSON`
+    /// is a `WatchEvent` as `JSONLineEncoder` encodes it.
+    @inlinable
+    public func write(around eventJSON: borrowing [UInt8], to append: (borrowing [UInt8]) -> Void) {
+        append(head)
+        append(eventJSON)
+        append(Self.tail)
     }
 }

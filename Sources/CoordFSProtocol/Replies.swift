@@ -105,3 +105,15 @@ public struct ErrorReply: Sendable, Hashable, Codable {
         try container.encode(error, forKey: .error)
     }
 }
+
+extension ErrorReply {
+    /// The reply as its line. It always goes out, so that no request waits for an answer the
+    /// server could not write: blockers that cannot be encoded (a time JSON has no number for)
+    /// are left off, and what remains is text and integers.
+    public var line: [UInt8] {
+        if let line = try? WireFormat.line(self) { return line }
+        var bare = self
+        bare.error.blockers = nil
+        return (try? WireFormat.line(bare)) ?? []
+    }
+}

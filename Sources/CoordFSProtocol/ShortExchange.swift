@@ -8,9 +8,10 @@ import SystemPackage
 /// The messages of a short exchange (`hello`, `claim`, their replies, the location attribute)
 /// written and read without Codable, for a command whose whole life is that exchange
 /// (`coordfs exec`): Codable's first use in a process costs as long as the rest of the command
-/// (see `JSONValue`). The bytes are the same as `WireFormat`'s, and what is read means the
-/// same (ShortExchangeTests checks both); error replies, rare and not in a hurry, are read
-/// with Codable, blockers and all.
+/// (see `JSONValue`). It writes through `JSONLineEncoder`'s own writer (`JSONTree`) and path
+/// fields (`WirePath.fields`), only without the Encoder around them, so the bytes are
+/// `WireFormat`'s, and what is read means the same (ShortExchangeTests checks both); error
+/// replies, rare and not in a hurry, are read with Codable, blockers and all.
 public enum ShortExchange {
     /// `WireFormat.line(RequestEnvelope(id: id, request: .hello(hello)))`.
     public static func line(id: Int64, hello: Request.Hello) -> [UInt8] {
@@ -26,10 +27,9 @@ public enum ShortExchange {
         let object = envelope(id: id, op: "claim")
         for (key, paths) in [("read", claim.read), ("write", claim.write)] {
             guard let paths else { continue }
-            let bytes = paths.map(WirePath.bytes(of:))
-            let texts = bytes.map(WirePath.text(of:))
-            object.set(key, list(texts.map { .string($0.text) }))
-            if !texts.allSatisfy(\.exact) { object.set(key + "Bytes", list(bytes.map { .string(WirePath.base64($0)) })) }
+            let (texts, bytes) = WirePath.fields(of: paths)
+            object.set(key, list(texts.map(JSONTree.string)))
+            if let bytes { object.set(key + "Bytes", list(bytes.map(JSONTree.string))) }
         }
         if let wait = claim.wait {
             guard let text = JSONTree.text(of: wait) else { return nil }
@@ -97,8 +97,8 @@ public enum ShortExchange {
         return .init(claim: claim, read: read, write: write, waited: waited)
     }
 
-    /// The value of the `user.coordfs.control` attribute.
-    public static func location(_ bytes: [UInt8]) -> ControlLocation? {
+    /// The value of the `user.coordfs.control` attribute (`ControlLocation(attributeValue:)`).
+    static func location(_ bytes: [UInt8]) -> ControlLocation? {
         guard let value = JSONValue.parse(bytes), let version = value["version"]?.int64, let socket = value["socket"]?.string,
               let path = paths(value, "path", single: true)?.first else { return nil }
         return ControlLocation(version: Int(version), socket: socket, path: path)

@@ -47,6 +47,14 @@ public enum WirePath {
     static func base64(_ bytes: [UInt8]) -> String {
         Data(bytes).base64EncodedString()
     }
+
+    /// What a list of paths puts on the wire: its texts, and when any of them is not UTF-8,
+    /// every path's bytes in base64 for the sibling field.
+    static func fields(of paths: [FilePath]) -> (texts: [String], bytes: [String]?) {
+        let bytes = paths.map(WirePath.bytes(of:))
+        let texts = bytes.map(WirePath.text(of:))
+        return (texts.map(\.text), texts.allSatisfy(\.exact) ? nil : bytes.map(WirePath.base64))
+    }
 }
 
 extension KeyedEncodingContainer {
@@ -72,10 +80,9 @@ extension KeyedEncodingContainer {
 
     /// Encodes a list of paths under `key`; when any is not UTF-8, the bytes of all of them beside it.
     public mutating func encodePaths(_ paths: [FilePath], forKey key: Key) throws {
-        let bytes = paths.map(WirePath.bytes(of:))
-        let texts = bytes.map(WirePath.text(of:))
-        try encode(texts.map(\.text), forKey: key)
-        if !texts.allSatisfy(\.exact) { try encode(bytes.map(WirePath.base64), forKey: bytesKey(key)) }
+        let (texts, bytes) = WirePath.fields(of: paths)
+        try encode(texts, forKey: key)
+        if let bytes { try encode(bytes, forKey: bytesKey(key)) }
     }
 
     public mutating func encodePathsIfPresent(_ paths: [FilePath]?, forKey key: Key) throws {

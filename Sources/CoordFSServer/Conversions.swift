@@ -2,10 +2,33 @@ import CoordFSCore
 import CoordFSProtocol
 import SystemPackage
 
-// Between the core's types and the wire's. Paths go out as FilePaths of their exact bytes
-// ("/a/b", `MountPath.filePath`), which the wire carries losslessly.
+// Between the core's types and the wire's: the one mapping, in this file. It lives on the
+// server's side because CoordFSProtocol is shared with clients that know nothing of the core,
+// and the server is what turns one into the other. (The cluster's part of status is put
+// together by the command, which links the cluster module the server does not, with
+// `ClaimModeName(_:)` from here.) Paths go out as FilePaths of their exact bytes ("/a/b",
+// `MountPath.filePath`), which the wire carries losslessly.
 
-extension EventKind {
+/// A wire enum that stands for one core enum, case for case. `init(_:)` from the core enum is
+/// the mapping, written once as a switch so the compiler sees every core case; the way back
+/// is read off it (`CaseIterable.init(_:)` below), so the two directions cannot disagree
+/// (ServerConversionTests checks that every wire case has its core one).
+protocol WireMirror: Equatable, CaseIterable {
+    associatedtype Core: CaseIterable
+    init(_ core: Core)
+}
+
+extension CaseIterable {
+    /// The core case that `wire` stands for.
+    init<Wire: WireMirror>(_ wire: Wire) where Wire.Core == Self {
+        guard let core = Self.allCases.first(where: { Wire($0) == wire }) else {
+            preconditionFailure("\(Wire.self).\(wire) stands for no \(Self.self)")
+        }
+        self = core
+    }
+}
+
+extension EventKind: WireMirror {
     init(_ kind: ChangeKind) {
         switch kind {
         case .created: self = .created
@@ -18,18 +41,40 @@ extension EventKind {
     }
 }
 
-extension ChangeKind {
-    init(_ kind: EventKind) {
+extension AskKind: WireMirror {
+    init(_ kind: PresenterRequestKind) {
         switch kind {
-        case .created: self = .created
-        case .changed: self = .changed
-        case .deleted: self = .deleted
-        case .moved: self = .moved
-        case .attributes: self = .attributes
-        case .conflict: self = .conflict
+        case .save: self = .save
+        case .relinquish: self = .relinquish
+        case .accommodateDeletion: self = .accommodateDeletion
         }
     }
 }
+
+extension NoticeKind: WireMirror {
+    init(_ kind: PresenterNotificationKind) {
+        switch kind {
+        case .didChange: self = .didChange
+        case .didMove: self = .didMove
+        case .didDelete: self = .didDelete
+        case .reacquire: self = .reacquire
+        }
+    }
+}
+
+extension ClaimModeName: WireMirror {
+    /// Public for the command, which shows the cluster's grants in status.
+    public init(_ mode: ClaimMode) {
+        switch mode {
+        case .snapshotRead: self = .snapshotRead
+        case .read: self = .read
+        case .write: self = .write
+        case .exclusive: self = .exclusive
+        }
+    }
+}
+
+// Events and presenters.
 
 extension WatchEvent.Origin {
     /// Unknown facts of a change behind the mount stay off the wire.
@@ -49,53 +94,38 @@ extension WatchEvent {
                   origin: .init(event.origin),
                   size: event.size, time: event.time.secondsSince1970)
     }
-}
 
-extension AskKind {
-    init(_ kind: PresenterRequestKind) {
-        switch kind {
-        case .save: self = .save
-        case .relinquish: self = .relinquish
-        case .accommodateDeletion: self = .accommodateDeletion
-        }
+    /// `event` as the JSON an event push carries (see `EventPushFrame`); empty only for a
+    /// time JSON has no number for, which an `EventTime` (whole nanoseconds) never is.
+    static func json(of event: ChangeEvent) -> [UInt8] {
+        (try? JSONLineEncoder().encode(WatchEvent(event))) ?? []
     }
 }
 
-extension PresenterRequestKind {
-    init(_ kind: AskKind) {
-        switch kind {
-        case .save: self = .save
-        case .relinquish: self = .relinquish
-        case .accommodateDeletion: self = .accommodateDeletion
-        }
+extension OverflowMarker {
+    init(_ overflow: EventOverflow) {
+        self.init(dropped: overflow.dropped, first: overflow.firstDropped, last: overflow.lastDropped,
+                  reason: overflow.backingLost ? .backing : nil)
     }
 }
 
-extension NoticeKind {
-    init(_ kind: PresenterNotificationKind) {
-        switch kind {
-        case .didChange: self = .didChange
-        case .didMove: self = .didMove
-        case .didDelete: self = .didDelete
-        case .reacquire: self = .reacquire
-        }
+extension AskPush {
+    init(_ request: PresenterRequest, now: ContinuousClock.Instant) {
+        self.init(presenter: request.presenter, request: request.id, kind: AskKind(request.kind),
+                  path: request.path.filePath, presented: request.presentedPath.filePath,
+                  requester: request.requester, timeout: max(0, (request.deadline - now).seconds))
     }
 }
 
-// Claims: the core's modes and owners are the wire's, one for one (the only mapping between
-// the two; a `claim` request's lists name their modes where the session reads them).
-
-extension ClaimModeName {
-    /// Public for the command, which shows the cluster's grants in status.
-    public init(_ mode: ClaimMode) {
-        switch mode {
-        case .snapshotRead: self = .snapshotRead
-        case .read: self = .read
-        case .write: self = .write
-        case .exclusive: self = .exclusive
-        }
+extension NotifyPush {
+    init(_ notification: PresenterNotification) {
+        self.init(presenter: notification.presenter, kind: NoticeKind(notification.kind), path: notification.path.filePath,
+                  destination: notification.destination?.filePath, presented: notification.presentedPath.filePath)
     }
 }
+
+// Claims: the core's owners and holders as status and conflict errors show them (a `claim`
+// request's lists name their modes where the session reads them).
 
 extension ClaimOwnerRecord {
     init(_ owner: ClaimOwner) {

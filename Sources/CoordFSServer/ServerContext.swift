@@ -62,11 +62,8 @@ final class ServerContext: @unchecked Sendable {
         if stopping || sessions.count >= options.maxConnections {
             let reason = stopping ? ErrorDetail(code: .closing, message: "the server is stopping")
                 : ErrorDetail(code: .limit, message: "too many connections (at most \(options.maxConnections))")
-            if let line = try? WireFormat.line(ErrorReply(id: nil, error: reason)) {
-                channel.writeAndFlush(channel.allocator.buffer(bytes: line)).whenComplete { _ in channel.close(promise: nil) }
-            } else {
-                channel.close(promise: nil)
-            }
+            channel.writeAndFlush(channel.allocator.buffer(bytes: ErrorReply(id: nil, error: reason).line))
+                .whenComplete { _ in channel.close(promise: nil) }
             return eventLoop.makeSucceededVoidFuture()
         }
         let session = Session(id: nextSessionID, channel: channel, peer: peer, context: self)
@@ -88,7 +85,7 @@ final class ServerContext: @unchecked Sendable {
     func withEventJSON(_ event: ChangeEvent, _ body: (borrowing [UInt8]) -> Void) {
         let slot = Int(event.sequence % UInt64(eventLines.count))
         if eventLines[slot].sequence != event.sequence || eventLines[slot].json.isEmpty {
-            eventLines[slot] = (event.sequence, (try? JSONLineEncoder().encode(WatchEvent(event))) ?? [])
+            eventLines[slot] = (event.sequence, WatchEvent.json(of: event))
         }
         body(eventLines[slot].json)
     }

@@ -23,14 +23,14 @@ final class Session {
 
     struct Subscription {
         let events: EventSubscription
-        /// `{"push":"event","subscription":N,"event":` — the same for every event it sends.
-        let prefix: [UInt8]
+        /// The frame of its event pushes, the same for every event it sends.
+        let frame: EventPushFrame
         /// Draining stopped because the socket's send buffer was full.
         var blocked = false
 
         init(events: EventSubscription, wireID: UInt64) {
             self.events = events
-            self.prefix = Array(#"{"push":"event","subscription":\#(wireID),"event":"#.utf8)
+            self.frame = EventPushFrame(subscription: wireID)
         }
     }
 
@@ -98,10 +98,7 @@ final class Session {
     }
 
     private func fail(_ id: RequestID?, _ code: ErrorCode, _ message: String, blockers: [ClaimHolderRecord]? = nil) {
-        // An error reply always encodes (it holds only strings and numbers).
-        if let line = try? WireFormat.line(ErrorReply(id: id, error: ErrorDetail(code: code, message: message, blockers: blockers))) {
-            write(line)
-        }
+        write(ErrorReply(id: id, error: ErrorDetail(code: code, message: message, blockers: blockers)).line)
     }
 
     private func fail(_ id: RequestID?, _ detail: ErrorDetail) {
@@ -259,12 +256,10 @@ final class Session {
             let batch = subscription.events.next(upTo: 256)
             var buffer = channel.allocator.buffer(capacity: batch.events.count * 320)
             for event in batch.events {
-                append(event, prefix: subscription.prefix, to: &buffer)
+                append(event, framed: subscription.frame, to: &buffer)
             }
             if let overflow = batch.overflow,
-               let line = try? WireFormat.line(Push.overflow(OverflowPush(subscription: wireID, dropped: overflow.dropped,
-                                                                           first: overflow.firstDropped, last: overflow.lastDropped,
-                                                                           reason: overflow.backingLost ? "backing" : nil))) {
+               let line = try? WireFormat.line(Push.overflow(OverflowPush(subscription: wireID, marker: OverflowMarker(overflow)))) {
                 buffer.writeBytes(line)
             }
             if buffer.readableBytes > 0 {
@@ -290,7 +285,7 @@ final class Session {
 
     /// Adds one event as this user may see it: a move seen from one side only is told as a
     /// creation or a deletion there.
-    private func append(_ event: ChangeEvent, prefix: [UInt8], to buffer: inout ByteBuffer) {
+    private func append(_ event: ChangeEvent, framed frame: EventPushFrame, to buffer: inout ByteBuffer) {
         var told = event
         var retold = false
         if !gate.seesEverything {
@@ -306,13 +301,15 @@ final class Session {
                 return
             }
         }
-        buffer.writeBytes(prefix)
-        if retold {
-            buffer.writeBytes((try? JSONLineEncoder().encode(WatchEvent(told))) ?? [])
-        } else {
-            context.withEventJSON(event) { buffer.writeBytes($0) }
+        func writeFramed(_ json: borrowing [UInt8]) {
+            guard !json.isEmpty else { return }
+            frame.write(around: json) { buffer.writeBytes($0) }
         }
-        buffer.writeBytes("}\n".utf8)
+        if retold {
+            writeFramed(WatchEvent.json(of: told))
+        } else {
+            context.withEventJSON(event, writeFramed)
+        }
     }
 
     // MARK: Presenters
@@ -349,15 +346,10 @@ final class Session {
                 context.presenters.answer(request: request.id, presenter: request.presenter, ok: true)
                 return
             }
-            let remaining = max(0, (request.deadline - ContinuousClock.now).seconds)
-            push(.ask(AskPush(presenter: request.presenter, request: request.id, kind: AskKind(request.kind),
-                              path: request.path.filePath, presented: request.presentedPath.filePath,
-                              requester: request.requester, timeout: remaining)))
+            push(.ask(AskPush(request, now: ContinuousClock.now)))
         case .notification(let notification):
             guard gate.mayLearnAbout(notification.path) || notification.destination.map(gate.mayLearnAbout) == true else { return }
-            push(.notify(NotifyPush(presenter: notification.presenter, kind: NoticeKind(notification.kind),
-                                    path: notification.path.filePath, destination: notification.destination?.filePath,
-                                    presented: notification.presentedPath.filePath)))
+            push(.notify(NotifyPush(notification)))
         }
         flush()
     }

@@ -21,6 +21,12 @@ struct OutputLine: ExpressibleByStringInterpolation, Sendable {
         self.bytes = bytes
     }
 
+    /// `value` as a line of compact JSON, as the control socket carries it (`--json`);
+    /// `{}` for one that holds a number JSON has none for.
+    init(json value: some Encodable) {
+        bytes = (try? JSONLineEncoder().encode(value)) ?? Array("{}".utf8)
+    }
+
     struct Interpolation: StringInterpolationProtocol {
         var bytes: [UInt8] = []
 

@@ -54,7 +54,7 @@ struct Status: ParsableCommand {
         /// cleared screen under a watch(1)-style heading.
         func show(_ report: StatusReport, refreshing: Bool) {
             if json {
-                emit(OutputLine(bytes: (try? JSONLineEncoder().encode(report)) ?? Array("{}".utf8)))
+                emit(OutputLine(json: report))
                 return
             }
             guard watch else { return emit(Status.render(report)) }

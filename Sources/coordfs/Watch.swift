@@ -256,11 +256,9 @@ struct WatchOptions: Sendable {
     }
 
     static func format(_ message: SubscriptionMessage, path: LocatedPath, json: Bool) -> OutputLine {
+        if json { return jsonLine(message) }
         switch message {
         case .event(let event):
-            if json {
-                return OutputLine(bytes: (try? JSONLineEncoder().encode(event)) ?? Array("{}".utf8))
-            }
             let suffix = event.directory ? "/" : ""
             var line: OutputLine
             if event.kind == .moved || event.kind == .conflict, let destination = event.destination {
@@ -279,11 +277,16 @@ struct WatchOptions: Sendable {
             }
             return line
         case .overflow(let overflow):
-            if json {
-                let reason = overflow.backingLost ? ",\"reason\":\"backing\"" : ""
-                return "{\"overflow\":{\"dropped\":\(overflow.dropped),\"first\":\(overflow.first),\"last\":\(overflow.last)\(reason)}}"
-            }
-            return "\(raw: path.given) overflow \(overflow.dropped)\(overflow.backingLost ? " (backing)" : "")"
+            return "\(raw: path.given) overflow \(overflow.dropped)\(overflow.reason.map { " (\($0))" } ?? "")"
+        }
+    }
+
+    /// `--json`'s line: the protocol's event as a push carries it, or its overflow marker
+    /// under `"overflow"`, so that a reader tells the two apart at once.
+    static func jsonLine(_ message: SubscriptionMessage) -> OutputLine {
+        switch message {
+        case .event(let event): OutputLine(json: event)
+        case .overflow(let overflow): OutputLine(json: ["overflow": overflow])
         }
     }
 }

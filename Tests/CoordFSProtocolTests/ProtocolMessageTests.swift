@@ -116,7 +116,8 @@ private func roundTrip(_ envelope: RequestEnvelope) throws -> RequestEnvelope {
                                origin: .init(pid: 5, uid: 6, process: "mv"), size: nil, time: 1_700_000_000.25)
         let pushes: [Push] = [
             .event(EventPush(subscription: 1, event: event)),
-            .overflow(OverflowPush(subscription: 1, dropped: 10, first: 11, last: 20)),
+            .overflow(OverflowPush(subscription: 1, marker: .init(dropped: 10, first: 11, last: 20))),
+            .overflow(OverflowPush(subscription: 1, marker: .init(dropped: 0, first: 21, last: 20, reason: .backing))),
             .ask(AskPush(presenter: 2, request: 3, kind: .accommodateDeletion, path: "/a/x", presented: "/a", requester: 77, timeout: 5)),
             .notify(NotifyPush(presenter: 2, kind: .didMove, path: "/a", destination: "/b", presented: "/b")),
             .bye(ByePush(reason: "stopping")),

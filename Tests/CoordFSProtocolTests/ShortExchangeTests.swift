@@ -40,16 +40,16 @@ private let notUTF8 = path(Array("/d/bad".utf8) + [0xff, 0xfe] + Array("name".ut
     @Test(arguments: [FilePath("/"), FilePath("/docs/a b.txt"), notUTF8])
     func locationsReadAsCodableReadsThem(path: FilePath) throws {
         let original = ControlLocation(socket: "/run/coordfs/3f2a9c0d8e7b6a51.sock", path: path)
-        let json = try JSONLineEncoder().encode(original)
-        #expect(ShortExchange.location(json) == original)
-        #expect(ShortExchange.location(json) == (try JSONDecoder().decode(ControlLocation.self, from: Data(json))))
+        let json = try original.attributeValue()
+        #expect(ControlLocation(attributeValue: json) == original)
+        #expect(ControlLocation(attributeValue: json) == (try JSONDecoder().decode(ControlLocation.self, from: Data(json))))
     }
 
     @Test(arguments: ["", "{}", #"{"version":1,"socket":"/s"}"#, #"{"version":1,"socket":"/s","path":"/a\u0000b"}"#,
                       #"{"version":1,"socket":"/s","path":"/a","pathBytes":"not base64!"}"#, #"{"version":"1","socket":"/s","path":"/"}"#,
                       #"{"version":1,"socket":"/s","path":"/"} trailing"#])
     func aLocationThatIsNotOneIsNil(text: String) {
-        #expect(ShortExchange.location(Array(text.utf8)) == nil)
+        #expect(ControlLocation(attributeValue: Array(text.utf8)) == nil)
     }
 
     @Test(arguments: [
