@@ -4,7 +4,7 @@ import SystemPackage
 
 /// What a subscription yields.
 public enum SubscriptionMessage: Sendable, Hashable {
-    case event(WatchEvent)
+    case event(EventRecord)
     /// Events were lost — the server's queue or this client's buffer filled because they were
     /// not read fast enough: `dropped` matching events, sequence numbers `first` to `last`.
     /// Rescan what you watch; events after `last` follow. Also sent, with `reason` `.backing`,

@@ -23,9 +23,9 @@ public enum Push: Sendable, Hashable {
 /// A change event for one of the connection's subscriptions.
 public struct EventPush: Sendable, Hashable, Codable {
     public var subscription: UInt64
-    public var event: WatchEvent
+    public var event: EventRecord
 
-    public init(subscription: UInt64, event: WatchEvent) {
+    public init(subscription: UInt64, event: EventRecord) {
         self.subscription = subscription
         self.event = event
     }
@@ -235,7 +235,7 @@ public struct EventPushFrame: Sendable {
 
     /// Hands `append` the line in order, in pieces (the frame's and `eventJSON` itself), for
     /// an output buffer to take without the whole line being put together first. `eventJSON`
-    /// is a `WatchEvent` as `JSONLineEncoder` encodes it.
+    /// is a `EventRecord` as `JSONLineEncoder` encodes it.
     @inlinable
     public func write(around eventJSON: borrowing [UInt8], to append: (borrowing [UInt8]) -> Void) {
         append(head)

@@ -38,7 +38,7 @@ public enum ClaimModeName: String, Sendable, Hashable, Codable, CaseIterable, Cu
 
 /// One change event on the wire. Paths are mount-relative ("/a/b"), their bytes exact;
 /// `time` is seconds since the Unix epoch with a fraction.
-public struct WatchEvent: Sendable, Hashable, Codable {
+public struct EventRecord: Sendable, Hashable, Codable {
     /// Who made the change. For a change made through the mount all three are there; for one
     /// made directly in the backing (`outside`), only what the kernel told the watch; for one
     /// another host of the cluster committed (`host`), that host's process.

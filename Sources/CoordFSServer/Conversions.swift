@@ -76,7 +76,7 @@ extension ClaimModeName: WireMirror {
 
 // Events and presenters.
 
-extension WatchEvent.Origin {
+extension EventRecord.Origin {
     /// Unknown facts of a change behind the mount stay off the wire.
     init(_ origin: EventOrigin) {
         self.init(pid: origin.pid == 0 && origin.isOutside ? nil : origin.pid,
@@ -87,7 +87,7 @@ extension WatchEvent.Origin {
     }
 }
 
-extension WatchEvent {
+extension EventRecord {
     init(_ event: ChangeEvent) {
         self.init(sequence: event.sequence, kind: EventKind(event.kind), path: event.path.filePath,
                   destination: event.destination?.filePath, directory: event.isDirectory,
@@ -98,7 +98,7 @@ extension WatchEvent {
     /// `event` as the JSON an event push carries (see `EventPushFrame`); empty only for a
     /// time JSON has no number for, which an `EventTime` (whole nanoseconds) never is.
     static func json(of event: ChangeEvent) -> [UInt8] {
-        (try? JSONLineEncoder().encode(WatchEvent(event))) ?? []
+        (try? JSONLineEncoder().encode(EventRecord(event))) ?? []
     }
 }
 

@@ -85,7 +85,7 @@ final class ServerContext: @unchecked Sendable {
     func withEventJSON(_ event: ChangeEvent, _ body: (borrowing [UInt8]) -> Void) {
         let slot = Int(event.sequence % UInt64(eventLines.count))
         if eventLines[slot].sequence != event.sequence || eventLines[slot].json.isEmpty {
-            eventLines[slot] = (event.sequence, WatchEvent.json(of: event))
+            eventLines[slot] = (event.sequence, EventRecord.json(of: event))
         }
         body(eventLines[slot].json)
     }

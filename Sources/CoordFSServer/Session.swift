@@ -306,7 +306,7 @@ final class Session {
             frame.write(around: json) { buffer.writeBytes($0) }
         }
         if retold {
-            writeFramed(WatchEvent.json(of: told))
+            writeFramed(EventRecord.json(of: told))
         } else {
             context.withEventJSON(event, writeFramed)
         }

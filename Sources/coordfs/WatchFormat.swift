@@ -24,7 +24,7 @@ struct EventFormat: Sendable {
     }
 
     /// The inotify names of an event, with the place each names (a move: where it was, and where it went).
-    private func inotifyNames(of event: WatchEvent) -> [(name: String, place: FilePath)] {
+    private func inotifyNames(of event: EventRecord) -> [(name: String, place: FilePath)] {
         func askedAny(_ names: String...) -> Bool { asked.isEmpty || names.contains(where: asked.contains) }
         // A commit happens when the writer closes; MODIFY when only that was asked for.
         let written = asked.contains("modify") && !askedAny("close_write", "close", "changed", "change") ? "MODIFY" : "CLOSE_WRITE,CLOSE"
@@ -50,7 +50,7 @@ struct EventFormat: Sendable {
     }
 
     /// The lines of one event; `path` shows event paths as the user named them.
-    func lines(for event: WatchEvent, watched path: LocatedPath) -> [OutputLine] {
+    func lines(for event: EventRecord, watched path: LocatedPath) -> [OutputLine] {
         inotifyNames(of: event).map { name, place in
             line(path: path.display(place), isWatched: WirePath.bytes(of: place) == WirePath.bytes(of: path.location.path),
                  events: name + (event.directory ? ",ISDIR" : ""), time: event.time)

@@ -13,7 +13,7 @@ struct WatchJSONLineTests {
     }
 
     @Test func anEventLineIsTheWireEvent() throws {
-        let event = WatchEvent(sequence: 3, kind: .changed, path: "/f", directory: false,
+        let event = EventRecord(sequence: 3, kind: .changed, path: "/f", directory: false,
                                origin: .init(pid: 9, uid: 0, process: "sh"), size: 12, time: 1_700_000_000.5)
         #expect(WatchOptions.jsonLine(.event(event)).bytes == (try JSONLineEncoder().encode(event)))
         #expect(String(decoding: WatchOptions.jsonLine(.event(event)).bytes, as: UTF8.self)

@@ -112,7 +112,7 @@ private func roundTrip(_ envelope: RequestEnvelope) throws -> RequestEnvelope {
         }
         #expect(detail.code == .badJSON)
 
-        let event = WatchEvent(sequence: 9, kind: .moved, path: "/a", destination: "/b", directory: true,
+        let event = EventRecord(sequence: 9, kind: .moved, path: "/a", destination: "/b", directory: true,
                                origin: .init(pid: 5, uid: 6, process: "mv"), size: nil, time: 1_700_000_000.25)
         let pushes: [Push] = [
             .event(EventPush(subscription: 1, event: event)),
@@ -141,7 +141,7 @@ private func roundTrip(_ envelope: RequestEnvelope) throws -> RequestEnvelope {
     @Test func linesAreCompactWithKeysInDeclaredOrder() throws {
         let request = RequestEnvelope(id: .number(1), request: .subscribe(.init(path: "/a/b", recursive: true)))
         #expect(String(decoding: try WireFormat.line(request), as: UTF8.self) == #"{"id":1,"op":"subscribe","path":"/a/b","recursive":true}"# + "\n")
-        let event = WatchEvent(sequence: 3, kind: .changed, path: "/f", directory: false,
+        let event = EventRecord(sequence: 3, kind: .changed, path: "/f", directory: false,
                                origin: .init(pid: 9, uid: 0, process: "sh"), size: 12, time: 1_700_000_000.5)
         let push = String(decoding: try WireFormat.line(Push.event(EventPush(subscription: 1, event: event))), as: UTF8.self)
         #expect(push == #"{"push":"event","subscription":1,"event":{"sequence":3,"kind":"changed","path":"/f","directory":false,"origin":{"pid":9,"uid":0,"process":"sh"},"size":12,"time":1700000000.5}}"# + "\n")
@@ -150,7 +150,7 @@ private func roundTrip(_ envelope: RequestEnvelope) throws -> RequestEnvelope {
     /// Another host's event carries its host in the origin; a line without one (this mount's
     /// own, or from a server before clusters) reads with none.
     @Test func theOriginHostIsOptional() throws {
-        let event = WatchEvent(sequence: 4, kind: .changed, path: "/f", directory: false,
+        let event = EventRecord(sequence: 4, kind: .changed, path: "/f", directory: false,
                                origin: .init(pid: 9, uid: 0, process: "sh", host: .init(id: 3, name: "build-07")), size: 12,
                                time: 1_700_000_000.5)
         let line = String(decoding: try WireFormat.line(Push.event(EventPush(subscription: 1, event: event))), as: UTF8.self)
@@ -215,7 +215,7 @@ private func roundTrip(_ envelope: RequestEnvelope) throws -> RequestEnvelope {
         let wire = Self.path(bytes)
         #expect(WirePath.bytes(of: wire) == bytes)
         let isText = String(validating: bytes, as: UTF8.self) != nil
-        let event = WatchEvent(sequence: 1, kind: .moved, path: wire, destination: wire, directory: false,
+        let event = EventRecord(sequence: 1, kind: .moved, path: wire, destination: wire, directory: false,
                                origin: .init(pid: 1, uid: 0, process: "mv"), time: 0)
         let line = try WireFormat.line(Push.event(EventPush(subscription: 1, event: event)))
         let text = String(decoding: line, as: UTF8.self)

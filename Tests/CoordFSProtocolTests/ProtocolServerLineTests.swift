@@ -9,19 +9,19 @@ import CoordFSProtocol
 @Suite struct ProtocolServerLineTests {
     static let notUTF8 = WirePath.path(Array("/d/bad".utf8) + [0xFF, 0xFE] + Array("name".utf8))!
 
-    static let events: [WatchEvent] = [
-        WatchEvent(sequence: 1, kind: .created, path: "/docs/a b.txt", directory: false,
+    static let events: [EventRecord] = [
+        EventRecord(sequence: 1, kind: .created, path: "/docs/a b.txt", directory: false,
                    origin: .init(pid: 4711, uid: 1000, process: "vim"), size: 0, time: 1_795_227_750.4915414),
-        WatchEvent(sequence: 2, kind: .moved, path: "/d", destination: notUTF8, directory: true,
+        EventRecord(sequence: 2, kind: .moved, path: "/d", destination: notUTF8, directory: true,
                    origin: .init(pid: 5, uid: 6, process: "mv"), time: 1_700_000_000),
-        WatchEvent(sequence: 944, kind: .changed, path: notUTF8, directory: false,
+        EventRecord(sequence: 944, kind: .changed, path: notUTF8, directory: false,
                    origin: .init(pid: nil, uid: nil, process: nil, outside: true), size: 2210, time: 1_795_227_751.0031),
-        WatchEvent(sequence: .max, kind: .conflict, path: "/q\"\\\n", destination: "/kept", directory: false,
+        EventRecord(sequence: .max, kind: .conflict, path: "/q\"\\\n", destination: "/kept", directory: false,
                    origin: .init(pid: 7012, uid: 1000, process: "vim", host: .init(id: 3, name: "build-07")), time: 0.5),
     ]
 
     @Test(arguments: events, [UInt64(1), 4096, .max])
-    func aFramedEventIsTheCodablePush(event: WatchEvent, subscription: UInt64) throws {
+    func aFramedEventIsTheCodablePush(event: EventRecord, subscription: UInt64) throws {
         var framed: [UInt8] = []
         EventPushFrame(subscription: subscription).write(around: try JSONLineEncoder().encode(event)) { framed += $0 }
         let push = Push.event(EventPush(subscription: subscription, event: event))

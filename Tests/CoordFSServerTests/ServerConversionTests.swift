@@ -36,12 +36,12 @@ import Testing
                                 origin: EventOrigin(pid: 0, uid: EventOrigin.unknownUID, processName: "", isOutside: true),
                                 size: nil, time: EventTime(nanosecondsSince1970: 1_700_000_000_250_000_000))
         var line: [UInt8] = []
-        EventPushFrame(subscription: 3).write(around: WatchEvent.json(of: event)) { line += $0 }
+        EventPushFrame(subscription: 3).write(around: EventRecord.json(of: event)) { line += $0 }
         guard case .push(.event(let push)) = try ServerLine.classify(line) else {
             Issue.record("not an event push: \(String(decoding: line, as: UTF8.self))")
             return
         }
-        #expect(push == EventPush(subscription: 3, event: WatchEvent(event)))
+        #expect(push == EventPush(subscription: 3, event: EventRecord(event)))
         #expect(push.event.origin == .init(pid: nil, uid: nil, process: nil, outside: true))
     }
 }

@@ -129,7 +129,7 @@ import Testing
             given + [0x2F, 0x66, 0xFE] + Array(" moved ".utf8) + given + [0x2F, 0x67, 0xC3, 0x28],
         ], "watch prints the names' bytes as given")
         let json = try Data(contentsOf: URL(fileURLWithPath: watchJSON)).split(separator: UInt8(ascii: "\n"))
-        let decoded = try json.map { try JSONDecoder().decode(WatchEvent.self, from: Data($0)) }
+        let decoded = try json.map { try JSONDecoder().decode(EventRecord.self, from: Data($0)) }
         #expect(decoded.map { WirePath.bytes(of: $0.path) } == [file, file, file])
         #expect(decoded.last?.destination.map(WirePath.bytes(of:)) == moved)
         let lastLine = String(decoding: try #require(json.last), as: UTF8.self)
