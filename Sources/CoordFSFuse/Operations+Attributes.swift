@@ -136,6 +136,9 @@ extension FileSystem {
         let item = NamedPath(node, in: nodes)
         let path = item.resolved
         let pending = PendingRequest(raw: request)
+        // A truncation changes the data: the set-id rule applies once the whole setattr is done
+        // (the kernel's own part of it, a mode without set-user-id, comes in the same request).
+        let writer = fields & FUSE_SET_ATTR_SIZE != 0 ? dataWriter(request, of: node) : nil
         // A writer changing its own file: the truncate of an O_TRUNC open, ftruncate.
         let facts = AskFacts(callerWritesItem: { [self] in
             handle?.isWriter == true || activity.save(of: node)?.owner == owner(of: request)
@@ -147,12 +150,20 @@ extension FileSystem {
                 var status: stat
                 if let save {
                     try changeAttributes(through: save, wanted.value, fields)
+                    if writer != nil {
+                        let current = save.current
+                        try withExtendedLifetime(current) { () throws(Errno) in try applySetIDRule(current.raw, for: writer) }
+                    }
                     status = try save.currentStatus()
                     if save.target.exists, activity.hasCachedReaders(node, besides: save.owner) {
                         try keepCommittedSize(of: node, in: &status)
                     }
                 } else {
                     try changeAttributes(of: node, handle: handle, wanted.value, fields)
+                    if writer != nil {
+                        let file = try reopen(node, flags: O_RDONLY)
+                        try applySetIDRule(file.raw, for: writer)
+                    }
                     mount.noteChangedThroughMount(node)
                     if let handle { status = try Syscall.stat(handle.readable.raw) } else { status = try attributes(of: node) }
                 }

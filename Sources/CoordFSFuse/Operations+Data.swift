@@ -22,13 +22,11 @@ extension FileSystem {
         guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
         if handle.usesPageCache { notifier.notePages(of: handle.node.id) } // the data is in a page already
         do throws(Errno) {
-            let dropsSetID = handle.save != nil && canChangeOwners && fuse_req_ctx(request)!.pointee.uid != 0
+            let writer = dataWriter(request, of: handle.node)
             // Pages written back from a shared mapping go where they belong, as on a disk.
             let appends = handle.appends && cfuse_fi_writepage(file) == 0
             let written = try changeContents(of: handle, at: appends ? .atEnd : .from(offset)) { (descriptor) throws(Errno) -> Int in
-                // Direct writes leave clearing set-id bits to the filesystem, as the kernel does
-                // for writers without CAP_FSETID; the temp carries the cleared mode to the commit.
-                if dropsSetID { try clearSetIDBits(descriptor) }
+                try applySetIDRule(descriptor, for: writer)
                 // A save's descriptor is shared and never O_APPEND: appends go to its end here.
                 let at = appends ? off_t(try Syscall.stat(descriptor).st_size) : offset
                 let written = cfuse_write_bufvec_to_fd(buffers, descriptor, at)
@@ -96,8 +94,10 @@ extension FileSystem {
         guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
         do throws(Errno) {
             if !handle.isWriter { throw .badFileDescriptor }
+            let writer = dataWriter(request, of: handle.node)
             try changeContents(of: handle) { (descriptor) throws(Errno) in
                 try Syscall.allocate(descriptor, mode: mode, offset: offset, length: length)
+                try applySetIDRule(descriptor, for: writer)
             }
             replyOK(request)
         } catch {
@@ -112,11 +112,14 @@ extension FileSystem {
         }
         do throws(Errno) {
             let from = input.readable
+            let writer = dataWriter(request, of: output.node)
             let copied = try withExtendedLifetime(from) { () throws(Errno) -> Int in
                 let readable = readsCommittedVersion(input, from) ? committedLength(length, at: sourceOffset, in: from, of: input) : length
                 return try changeContents(of: output, at: .from(destinationOffset)) { (descriptor) throws(Errno) -> Int in
-                    try Syscall.copyRange(from: from.raw, at: sourceOffset, to: descriptor, at: destinationOffset,
-                                          length: readable, flags: UInt32(bitPattern: flags))
+                    let copied = try Syscall.copyRange(from: from.raw, at: sourceOffset, to: descriptor, at: destinationOffset,
+                                                       length: readable, flags: UInt32(bitPattern: flags))
+                    try applySetIDRule(descriptor, for: writer)
+                    return copied
                 }
             }
             fuse_reply_write(request, copied)

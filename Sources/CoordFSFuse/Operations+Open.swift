@@ -92,7 +92,7 @@ extension FileSystem {
         replyOpen(request, copy, claims: held, consent: consent) { () throws(Errno) -> OpenFile in
             try checkNotReplacedElsewhere(node, startedAt: path)
             let descriptor = try reopen(node, flags: backingFlags(flags))
-            if flags & O_TRUNC != 0 { try clearSetIDBitsOnTruncatingOpen(request.raw, descriptor.raw) }
+            if flags & O_TRUNC != 0 { try applySetIDRule(descriptor.raw, for: dataWriter(request.raw, of: node)) }
             return OpenFile(node: node, own: SharedDescriptor(descriptor), save: nil, isWriter: opensForChange(flags),
                             appends: false, usesPageCache: true, claims: held, origin: origin, consent: consent)
         }
@@ -130,10 +130,10 @@ extension FileSystem {
         replyOpen(request, copy, claims: held, consent: consent) { () throws(Errno) -> OpenFile in
             let save = try saveForWriting(node, owner: .process(origin.pid), startedAt: path)
             if flags & O_TRUNC != 0 {
-                let dropsSetID = canChangeOwners && origin.uid != 0
+                let writer = dataWriter(request.raw, of: node)
                 do throws(Errno) {
                     try save.truncate(to: 0) { (descriptor) throws(Errno) in
-                        if dropsSetID { try clearSetIDBits(descriptor) }
+                        try applySetIDRule(descriptor, for: writer)
                     }
                 } catch {
                     endWriter(of: save, origin: origin, under: held)
@@ -224,22 +224,31 @@ extension FileSystem {
         if handle.save == nil || !handle.isWriter { cfuse_fi_set_noflush(info, 1) }
     }
 
-    /// A truncating open clears set-user-id, and set-group-id with group execute, when the
-    /// caller lacks CAP_FSETID, as on the bare disk. With atomic O_TRUNC the kernel drops the
-    /// setattr that would ask for it, and the daemon's own truncate keeps the bits (it is root),
-    /// so the daemon clears them itself; a caller with uid 0 counts as having CAP_FSETID.
-    func clearSetIDBitsOnTruncatingOpen(_ request: fuse_req_t, _ descriptor: Int32) throws(Errno) {
-        guard canChangeOwners, fuse_req_ctx(request)!.pointee.uid != 0 else { return }
-        try clearSetIDBits(descriptor)
+    /// Who changes a file's data, for the set-id rule (`SetIDRule`): nil when the daemon is not
+    /// root, since the backing then applies the rule to the daemon's own writes.
+    func dataWriter(_ request: fuse_req_t, of node: Node) -> DataWriter? {
+        guard canChangeOwners else { return nil }
+        let context = fuse_req_ctx(request)!.pointee
+        return DataWriter(thread: context.pid, group: context.gid, node: node.id)
     }
 
-    /// Clears set-user-id, and set-group-id with group execute, as a write by an unprivileged caller does.
-    func clearSetIDBits(_ descriptor: Int32) throws(Errno) {
+    /// Applies the set-id rule after `writer` changed the data of the file behind `descriptor`
+    /// (a write, truncation, allocation or copy; the whole file for a save's temp, which
+    /// carries its mode to the commit). A write through the page cache has the kernel ask for
+    /// part of it; writes that go around it (a save's handles, O_DIRECT), truncations the
+    /// daemon makes itself and allocations do not, and the daemon writes as root.
+    func applySetIDRule(_ descriptor: Int32, for writer: DataWriter?) throws(Errno) {
+        guard let writer else { return }
         let status = try Syscall.stat(descriptor)
-        guard (status.st_mode & S_IFMT) == S_IFREG else { return }
-        var mode = status.st_mode & 0o7777 & ~S_ISUID
-        if mode & (S_ISGID | S_IXGRP) == (S_ISGID | S_IXGRP) { mode &= ~S_ISGID }
-        if mode != status.st_mode & 0o7777 { try Syscall.changeMode(descriptor, mode) }
+        guard SetIDRule.mayDrop(status.st_mode),
+              !ProcessFacts.hasEffectiveCapability(writer.thread, SetIDRule.fsetidCapability) else { return }
+        let kept = SetIDRule.bitsAfterDataChange(status.st_mode) {
+            writer.group == status.st_gid || (ProcessFacts.supplementaryGroups(of: writer.thread) ?? []).contains(status.st_gid)
+        }
+        guard kept != status.st_mode & 0o7777 else { return }
+        try Syscall.changeMode(descriptor, kept)
+        // The kernel asked for none of it (or not all of it): its copy of the mode is stale.
+        notifier.invalidateAttributes(of: writer.node)
     }
 
     // MARK: create
@@ -364,4 +373,13 @@ extension FileSystem {
             throw .staleNFSFileHandle
         }
     }
+}
+
+/// The caller of a request that changes a file's data, as the set-id rule needs it: its
+/// thread (whose capabilities and groups /proc tells) and its fsgid.
+struct DataWriter: Sendable {
+    let thread: Int32
+    let group: gid_t
+    /// The node whose file it changes.
+    let node: UInt64
 }
