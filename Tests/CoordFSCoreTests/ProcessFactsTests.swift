@@ -114,3 +114,20 @@ import Testing
         return Int32(text(target).split(separator: "/").last ?? "") ?? -1
     }
 }
+
+/// Linux's rule for set-id bits after a change of a file's data by a writer without CAP_FSETID.
+@Suite struct SetIDRuleTests {
+    @Test func setUserIDAlwaysFallsAndSetGroupIDFallsWhenGroupExecutableOrOutsideTheGroup() {
+        #expect(SetIDRule.bitsAfterDataChange(S_IFREG | 0o6666, writerInGroup: { true }) == 0o2666)
+        #expect(SetIDRule.bitsAfterDataChange(S_IFREG | 0o6666, writerInGroup: { false }) == 0o666)
+        #expect(SetIDRule.bitsAfterDataChange(S_IFREG | 0o6676, writerInGroup: { true }) == 0o676)
+        #expect(SetIDRule.bitsAfterDataChange(S_IFREG | 0o1777, writerInGroup: { false }) == 0o1777, "sticky stays")
+        #expect(SetIDRule.mayDrop(S_IFREG | 0o4755) && SetIDRule.mayDrop(S_IFREG | 0o2644))
+        #expect(!SetIDRule.mayDrop(S_IFREG | 0o755) && !SetIDRule.mayDrop(S_IFDIR | 0o2775), "directories keep set-group-id")
+    }
+
+    @Test func thisProcessCapabilitiesAreRead() {
+        #expect(ProcessFacts.hasEffectiveCapability(getpid(), SetIDRule.fsetidCapability) == (geteuid() == 0))
+        #expect(!ProcessFacts.hasEffectiveCapability(Int32.max, SetIDRule.fsetidCapability), "a process that is gone holds nothing")
+    }
+}
