@@ -225,9 +225,10 @@ extension FileSystem {
     }
 
     /// Who changes a file's data, for the set-id rule (`SetIDRule`): nil when the daemon is not
-    /// root, since the backing then applies the rule to the daemon's own writes.
+    /// root, since the backing then applies the rule to the daemon's own writes, and when the
+    /// file showed no set-id bit (`Node.mayCarrySetIDBits`).
     func dataWriter(_ request: fuse_req_t, of node: Node) -> DataWriter? {
-        guard canChangeOwners else { return nil }
+        guard canChangeOwners, node.mayCarrySetIDBits else { return nil }
         let context = fuse_req_ctx(request)!.pointee
         return DataWriter(thread: context.pid, group: context.gid, node: node.id)
     }

@@ -66,6 +66,7 @@ extension FileSystem {
     /// `status` with the node's own inode number (`Node.shownInode`), whatever file backs it
     /// now: every reply about a node carries it.
     func withShownInode(_ node: Node, _ status: stat) -> stat {
+        node.noteMode(status.st_mode)
         var shown = status
         shown.st_ino = ino_t(node.shownInode)
         return shown

@@ -57,6 +57,21 @@ public final class Node: @unchecked Sendable {
     /// has others is not known yet; an atomic so that asking for a path costs no extra lock
     /// when it is clear, as it almost always is (see `NodeTable.settleLinks`).
     fileprivate let linksUnknown = Atomic<Bool>(false)
+    /// Whether the file had a set-id bit when its attributes last went to the kernel (every
+    /// reply about a node passes `noteMode`, and a program meets a file's attributes before it
+    /// can write it): a change of its data then applies the set-id rule (`SetIDRule`), and the
+    /// changes of every other file skip the stat that would take.
+    private let setIDSeen = Atomic<Bool>(false)
+
+    /// See `setIDSeen`.
+    public var mayCarrySetIDBits: Bool { setIDSeen.load(ordering: .relaxed) }
+
+    /// Notes the mode the kernel is told, for `mayCarrySetIDBits`.
+    @inline(__always)
+    public func noteMode(_ mode: mode_t) {
+        let carries = mode & (S_ISUID | S_ISGID) != 0
+        if carries != setIDSeen.load(ordering: .relaxed) { setIDSeen.store(carries, ordering: .relaxed) }
+    }
 
     fileprivate init(id: UInt64, identity: FileIdentity, shownInode: UInt64, fileType: mode_t, descriptor: consuming OwnedDescriptor,
                      parent: Node?, name: FileName, lookupCount: UInt64) {
