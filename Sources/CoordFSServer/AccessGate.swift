@@ -29,6 +29,12 @@ final class AccessGate {
         access.readAccess(path, uid: peer.uid, gid: peer.gid, pid: peer.pid)
     }
 
+    /// Whether the user could change `path` (or make it): what a claim needs that holds back
+    /// others' changes (a fresh decision, as for `readAccess`).
+    func mayChange(_ path: MountPath) -> Bool {
+        seesEverything || access.canWrite(path, uid: peer.uid, gid: peer.gid, pid: peer.pid)
+    }
+
     /// Whether the user could see `path` in its directory's listing.
     func mayLearnAbout(_ path: MountPath) -> Bool {
         if seesEverything { return true }

@@ -38,6 +38,13 @@ extension Session {
                 }
             }
         }
+        // A user may hold back only what it may change (issue 32): an exclusive claim keeps
+        // everyone else from changing the path, so it needs the write permission a change of
+        // it would (to write the item, or to make it in its directory). A read claim needs to
+        // read it, as every claim does (`admit`).
+        if let forbidden = modes.first(where: { $0.value == .exclusive && !gate.mayChange($0.key) })?.key {
+            return fail(id, .notPermitted, "\(forbidden): uid \(peer.uid) may not change it, so it may not claim it for writing")
+        }
         let requests = modes.map { ClaimRequest($0.key, $0.value) }.sorted { $0.path < $1.path }
         let read = requests.filter { $0.mode == .read }.map(\.path.filePath)
         let write = requests.filter { $0.mode == .exclusive }.map(\.path.filePath)

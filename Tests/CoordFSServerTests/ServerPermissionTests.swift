@@ -76,6 +76,12 @@ private func waitForExit(_ pid: Int32, _ fixture: ServerFixture) -> Bool {
             mkdir(fixture.backing + "/private", 0o700)
             mkdir(fixture.backing + "/private/projects", 0o755)
             mkdir(fixture.backing + "/public", 0o755)
+            chmod(fixture.backing + "/public", 0o755)
+            for (name, mode) in [("rootfile", mode_t(0o644)), ("shared", 0o666)] {
+                let file = open(fixture.backing + "/public/" + name, O_CREAT | O_WRONLY, mode)
+                fchmod(file, mode)
+                close(file)
+            }
             chmod(fixture.backing + "/private", 0o700)
             // Root watches inside the private directory (status must not show that to nobody).
             let root = try fixture.connect(client: "root-watcher")
@@ -88,6 +94,9 @@ private func waitForExit(_ pid: Int32, _ fixture: ServerFixture) -> Bool {
                 #"{"id":4,"op":"claim","write":["/private/doc"],"nonblock":true}"#,
                 #"{"id":5,"op":"subscribe","path":"/","recursive":true}"#,
                 #"{"id":6,"op":"status"}"#,
+                #"{"id":7,"op":"claim","write":["/public/rootfile"],"nonblock":true}"#,
+                #"{"id":8,"op":"claim","read":["/public/rootfile"],"nonblock":true}"#,
+                #"{"id":9,"op":"claim","write":["/public/shared"],"nonblock":true}"#,
             ], linger: 1.5)
             #expect(fixture.eventually(within: .seconds(10)) { lines(run.output).contains("READY") })
             fixture.publish(.created, "/private/secret.txt")
@@ -107,6 +116,11 @@ private func waitForExit(_ pid: Int32, _ fixture: ServerFixture) -> Bool {
             #expect(replies[3]?.errorCode == "not-permitted")
             #expect(replies[4]?.errorCode == "not-permitted")
             #expect(replies[5]?.ok != nil)
+            // A user may hold back only what it may change: root's 0644 file can be claimed for
+            // reading by nobody, not for writing; a file nobody may write can be claimed so.
+            #expect(replies[7]?.errorCode == "not-permitted")
+            #expect(replies[8]?.ok != nil)
+            #expect(replies[9]?.ok != nil)
             let status = try #require(replies[6]?.ok)
             let watched = (status["subscribers"] as? [[String: Any]])?.compactMap { $0["path"] as? String }
             #expect(watched == ["/"])
@@ -157,6 +171,23 @@ private func waitForExit(_ pid: Int32, _ fixture: ServerFixture) -> Bool {
             #expect(check(access, "/public/absent") == .missing(missingComponents: 1))
             #expect(check(access, "/absent/deeper/still") == .missing(missingComponents: 3))
             #expect(!access.canRead(MountPath("/private")!, uid: 65534, gid: 65534, pid: 0))
+        }
+    }
+
+    /// A claim that holds back others' changes needs the permission to make the change: to
+    /// write the item, or to make it in the directory that would hold it.
+    @Test func writingNeedsTheWriteBitOrTheDirectorysForAMissingName() throws {
+        try withTree { root, access in
+            #expect(shell("cd '\(root)' && echo w > public/shared && chmod 666 public/shared && mkdir open && chmod 777 open") == 0)
+            func mayWrite(_ path: String, uid: UInt32 = 65534) -> Bool { access.canWrite(MountPath(path)!, uid: uid, gid: uid, pid: 0) }
+            #expect(!mayWrite("/public/file"), "0644 of root's: readable, not writable")
+            #expect(mayWrite("/public/shared"))
+            #expect(!mayWrite("/public/absent"), "root's 0755 directory: nobody cannot make a name there")
+            #expect(mayWrite("/open/absent"))
+            #expect(mayWrite("/open/absent/deeper"), "the first missing component would be made in /open")
+            #expect(!mayWrite("/private/inner"))
+            #expect(!mayWrite("/public/file/beneath"), "nothing can be made beneath a file")
+            #expect(mayWrite("/public/file", uid: 0) && mayWrite("/private/inner", uid: 0))
         }
     }
 

@@ -22,11 +22,21 @@ public protocol PathAccess: Sendable {
 
     /// `canRead`, telling a missing path apart from a forbidden one.
     func readAccess(_ path: MountPath, uid: UInt32, gid: UInt32, pid: Int32) -> ReadAccess
+
+    /// True when the user may search every directory above `path` and write `path` itself,
+    /// or, where it does not exist, write the existing directory that would hold it (create
+    /// it): what a claim that holds back others' changes of `path` needs.
+    func canWrite(_ path: MountPath, uid: UInt32, gid: UInt32, pid: Int32) -> Bool
 }
 
 extension PathAccess {
     public func readAccess(_ path: MountPath, uid: UInt32, gid: UInt32, pid: Int32) -> ReadAccess {
         canRead(path, uid: uid, gid: gid, pid: pid) ? .readable : .notPermitted
+    }
+
+    /// Only root, unless the conformer knows better.
+    public func canWrite(_ path: MountPath, uid: UInt32, gid: UInt32, pid: Int32) -> Bool {
+        uid == 0
     }
 }
 
@@ -54,7 +64,20 @@ public final class BackingPathAccess: PathAccess {
     }
 
     public func readAccess(_ path: MountPath, uid: UInt32, gid: UInt32, pid: Int32) -> ReadAccess {
-        let user = User(uid: uid, gid: gid, groups: uid == 0 ? [] : supplementaryGroups(of: pid))
+        walk(path, User(uid: uid, gid: gid, groups: uid == 0 ? [] : supplementaryGroups(of: pid)), finally: .read)
+    }
+
+    public func canWrite(_ path: MountPath, uid: UInt32, gid: UInt32, pid: Int32) -> Bool {
+        switch walk(path, User(uid: uid, gid: gid, groups: uid == 0 ? [] : supplementaryGroups(of: pid)), finally: .write) {
+        case .readable, .missing: true
+        case .notPermitted: false
+        }
+    }
+
+    /// Searches every directory down to `path` as `user`, then checks `final` on the item, or
+    /// on the directory that would hold the first missing component (reading it tells that the
+    /// name is missing; writing it would make the name). `.readable` means allowed.
+    private func walk(_ path: MountPath, _ user: User, finally final: User.Access) -> ReadAccess {
         guard var status = try? Syscall.statOfPathDescriptor(root) else { return .notPermitted }
         var directory: OwnedDescriptor? = nil
         let components = path.components
@@ -67,22 +90,24 @@ public final class BackingPathAccess: PathAccess {
                 child = try Syscall.openAt(parent, name, Linux.O_PATH | O_NOFOLLOW)
             } catch {
                 if error == .noSuchFileOrDirectory {
-                    return user.may(.read, status) ? .missing(missingComponents: components.count - index) : .notPermitted
+                    return user.may(final, status) ? .missing(missingComponents: components.count - index) : .notPermitted
                 }
                 return .notPermitted
             }
             guard let childStatus = try? Syscall.statOfPathDescriptor(child.raw) else { return .notPermitted }
             if isLast {
-                return user.may(.read, childStatus) ? .readable : .notPermitted
+                return user.may(final, childStatus) ? .readable : .notPermitted
             }
             if (childStatus.st_mode & S_IFMT) != S_IFDIR {
-                // A file or link where a directory would be: nothing beneath it exists.
+                // A file or link where a directory would be: nothing beneath it exists (and
+                // nothing can be made there).
+                guard final == .read else { return .notPermitted }
                 return user.may(.read, status) ? .missing(missingComponents: components.count - index - 1) : .notPermitted
             }
             status = childStatus
             directory = consume child
         }
-        return user.may(.read, status) ? .readable : .notPermitted
+        return user.may(final, status) ? .readable : .notPermitted
     }
 
     private func supplementaryGroups(of pid: Int32) -> [UInt32] {
@@ -99,7 +124,7 @@ public final class BackingPathAccess: PathAccess {
     }
 
     private struct User {
-        enum Access { case read, search }
+        enum Access { case read, write, search }
         let uid: UInt32
         let gid: UInt32
         let groups: [UInt32]
@@ -114,7 +139,12 @@ public final class BackingPathAccess: PathAccess {
             } else {
                 bits = status.st_mode & 7
             }
-            return bits & (access == .read ? 4 : 1) != 0
+            let wanted: mode_t = switch access {
+            case .read: 4
+            case .write: 2
+            case .search: 1
+            }
+            return bits & wanted != 0
         }
     }
 }
