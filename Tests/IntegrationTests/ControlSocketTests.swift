@@ -359,6 +359,31 @@ import Testing
         }
     }
 
+    /// Issue 32: a presenter of another user (nobody, who may only read root's file) that lets
+    /// an ask time out is not asked again until it answers: root's next reads and its delete
+    /// go on without asking it (and without its timeout), and status says why.
+    @Test func anotherUsersSilentPresenterIsAskedOnce() throws {
+        try withMount(["--allow-other", "--socket-mode", "666", "--presenter-timeout", "1"]) { scratch in
+            try "shared\n".write(toFile: scratch.mountpoint + "/shared.txt", atomically: false, encoding: .utf8)
+            #expect(chmod(scratch.mountpoint + "/shared.txt", 0o644) == 0)
+            let presenter = try ChildProcess(["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
+                                              pythonScript("ControlSocketTests/presenter"), scratch.mountpoint + "/shared.txt",
+                                              "save,accommodate-deletion", "silent", ""],
+                                             in: scratch.root, output: scratch.root + "/presenter.out")
+            defer { presenter.stop() }
+            #expect(presenter.eventuallyPrints("ready"), "\(presenter.output)")
+            let reads = try shell("cat shared.txt && cat shared.txt && cat shared.txt", in: scratch.mountpoint)
+            #expect(reads.status == 0 && reads.output == "shared\nshared\nshared\n", "\(reads)")
+            let status = try Self.status(of: scratch)
+            let counters = (status["presenters"] as? [[String: Any]])?.first
+            #expect(counters?["asked"] as? Int == 1 && counters?["timedOut"] as? Int == 1, "\(status)")
+            #expect(counters?["unresponsive"] as? Bool == true, "\(status)")
+            let removed = try shell("rm shared.txt", in: scratch.mountpoint)
+            #expect(removed.status == 0, "\(removed)")
+            #expect(presenter.asks.count == 1, "asked once, for the first read only: \(presenter.output)")
+        }
+    }
+
     /// On a shared socket (0666) another user connects, but may not watch a directory it
     /// cannot read, and while it watches the whole mount it sees nothing of what happens in
     /// such a directory, only what happens where it could look. Root's own watcher is the
