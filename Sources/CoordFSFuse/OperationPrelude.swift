@@ -142,7 +142,7 @@ extension FileSystem {
             }
             let path = paths[question.path]?.resolved
             if asks.contains(where: { $0.kind == question.kind && $0.path == path }) { continue }
-            asks.append(PresenterAsk(question.kind, path))
+            asks.append(PresenterAsk(question.kind, path, holdingBack: question.change))
         }
         return asks
     }

@@ -7,10 +7,13 @@ struct PresenterAsk {
     let kind: PresenterRequestKind
     /// Nil for an item that has no name (reachable only through a descriptor): nobody presents it.
     let path: MountPath?
+    /// What the access holds back: only presenters whose user could make it are asked.
+    let change: PresentedChange
 
-    init(_ kind: PresenterRequestKind, _ path: MountPath?) {
+    init(_ kind: PresenterRequestKind, _ path: MountPath?, holdingBack change: PresentedChange? = nil) {
         self.kind = kind
         self.path = path
+        self.change = change ?? PresentedChange(defaultFor: kind)
     }
 }
 
@@ -52,7 +55,7 @@ extension FileSystem {
             let wait = InterruptibleWait(request: request, metrics: requestMetrics)
             wait.register()
             if wait.answered.load(ordering: .acquiring) { return reacquire(consent) } // interrupted before it began
-            let asked = presenters.ask(next.kind, path: next.path!, requester: requester, timeout: options.presenterTimeout) { [self] verdict in
+            let asked = presenters.ask(next.kind, path: next.path!, holdingBack: next.change, requester: requester, timeout: options.presenterTimeout) { [self] verdict in
                 report(verdict)
                 var agreed = consent
                 agreed.waited = true

@@ -20,7 +20,13 @@ extension Session {
         let context = self.context
         let sessionID = self.id
         let label = "session \(sessionID)" + (client.map { " (\($0))" } ?? "")
-        let registration = context.presenters.register(path, answers: answers, ownerPid: peer.pid, label: label) { message in
+        // A presenter holds back only what its user could change itself; root's hold back anything.
+        let peer = self.peer, access = gate.access
+        let mayMake: (@Sendable (PresentedChange, MountPath) -> Bool)? = peer.uid == 0 ? nil : { @Sendable change, path in
+            access.canMake(change, path, uid: peer.uid, gid: peer.gid, pid: peer.pid)
+        }
+        let registration = context.presenters.register(path, answers: answers, ownerPid: peer.pid, label: label,
+                                                       mayMake: mayMake) { message in
             context.eventLoop.execute {
                 context.sessions[sessionID]?.presenterMessage(message)
             }

@@ -100,7 +100,10 @@ import Testing
     static func questions(_ cell: String) throws -> [PresenterQuestion] {
         let text = withoutRemarks(cell)
         if text == "none" { return [] }
-        return try text.components(separatedBy: ", then ").map { (question: String) throws -> PresenterQuestion in
+        return try text.components(separatedBy: ", then ").map { (phrase: String) throws -> PresenterQuestion in
+            // "…, to remove it": the question holds back a removal of the name, not a write.
+            let removal = phrase.hasSuffix(", to remove it")
+            let question = removal ? String(phrase.dropLast(", to remove it".count)) : phrase
             let parts = question.split(separator: "`", omittingEmptySubsequences: false)
             guard parts.count == 3, parts[0].isEmpty, parts[2].hasPrefix(" of ") else {
                 throw DocumentError(description: "\"\(question)\" is not \"`kind` of a path\"")
@@ -109,7 +112,7 @@ import Testing
             let rest = parts[2].dropFirst(" of ".count).split(separator: ",", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
             let path = try lookUp(rest[0], in: askedPaths, "path asked about")
             let condition: PresenterQuestion.Condition = try rest.count > 1 ? lookUp(rest[1], in: conditions, "condition") : .always
-            return PresenterQuestion(kind, path, condition)
+            return PresenterQuestion(kind, path, condition, holdingBack: removal ? .removal : nil)
         }
     }
 

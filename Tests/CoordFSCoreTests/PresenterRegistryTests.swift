@@ -62,6 +62,38 @@ private let fakeTree: @Sendable (Int32, Int32) -> Bool = { pid, root in pid == r
         #expect(inbox.requests.isEmpty)
     }
 
+    /// A presenter is asked only about changes its user could make (the check the control
+    /// server gives it); one without a check is asked about everything.
+    @Test func presentersAreAskedOnlyAboutChangesTheyCouldMake() async throws {
+        let registry = PresenterRegistry(isInTree: fakeTree)
+        let writer = Inbox(), reader = Inbox(), trusted = Inbox()
+        let checked = Mutex<[String]>([])
+        _ = registry.register(path("/docs/f"), answers: .all, ownerPid: 200, mayMake: { change, path in
+            checked.withLock { $0.append("\(change) \(path)") }
+            return change == .write
+        }, deliver: writer.deliver)
+        _ = registry.register(path("/docs"), answers: .all, ownerPid: 300, mayMake: { _, _ in false }, deliver: reader.deliver)
+        _ = registry.register(path("/docs"), answers: .all, ownerPid: 400, deliver: trusted.deliver)
+
+        #expect(registry.ask(.save, path: path("/docs/f"), requester: 1, timeout: .seconds(20)) { _ in })
+        #expect(registry.ask(.relinquish, path: path("/docs/f"), holdingBack: .removal, requester: 1, timeout: .seconds(20)) { _ in })
+        let deletion = VerdictBox()
+        #expect(registry.ask(.accommodateDeletion, path: path("/docs/f"), requester: 1, timeout: .seconds(20), completion: deletion.completion))
+        #expect(writer.requests.map(\.kind) == [.save])
+        #expect(reader.requests.isEmpty)
+        #expect(trusted.requests.map(\.kind) == [.save, .relinquish, .accommodateDeletion])
+        #expect(checked.withLock { $0 } == ["write /docs/f", "removal /docs/f", "removal /docs/f"])
+
+        // The reader's refusal could not count: it was never asked. The trusted one's does.
+        let request = try #require(trusted.requests.last)
+        registry.answer(request: request.id, presenter: request.presenter, ok: false, reason: "busy")
+        let verdict = try #require(await deletion.wait())
+        #expect(!verdict.mayProceed && verdict.asked.map(\.ownerPid) == [400])
+
+        // Nobody who could make the change: nothing to wait for.
+        #expect(!registry.ask(.accommodateDeletion, path: path("/docs/g"), requester: 400, timeout: .seconds(20)) { _ in })
+    }
+
     @Test func askWaitsForEveryAnswerThenProceeds() async throws {
         let registry = PresenterRegistry(isInTree: fakeTree)
         let first = Inbox(), second = Inbox()

@@ -191,6 +191,32 @@ private func waitForExit(_ pid: Int32, _ fixture: ServerFixture) -> Bool {
         }
     }
 
+    /// Removing a name needs write (and search) on its directory, and in a sticky directory
+    /// owning the item or the directory, whatever the item's own mode says.
+    @Test func removingNeedsTheDirectoryAndTheStickyRule() throws {
+        try withTree { root, access in
+            #expect(shell("""
+                cd '\(root)' && echo w > public/shared && chmod 666 public/shared
+                mkdir open sticky && chmod 777 open && chmod 1777 sticky
+                echo r > open/roots && echo r > sticky/roots && chmod 666 sticky/roots
+                echo n > sticky/nobodys && chown 65534 sticky/nobodys
+                mkdir sticky/owned && chown 65534 sticky/owned && chmod 1777 sticky/owned && echo r > sticky/owned/roots
+                """) == 0)
+            func mayRemove(_ path: String, uid: UInt32 = 65534) -> Bool { access.canRemove(MountPath(path)!, uid: uid, gid: uid, pid: 0) }
+            #expect(!mayRemove("/public/shared"), "writable, but in root's 0755 directory")
+            #expect(mayRemove("/open/roots"), "root's 0644 file in a directory anyone may write")
+            #expect(!mayRemove("/sticky/roots"), "root's file under a sticky directory, though it is 0666")
+            #expect(mayRemove("/sticky/nobodys"), "its own file under a sticky directory")
+            #expect(mayRemove("/sticky/owned/roots"), "a sticky directory it owns")
+            #expect(mayRemove("/open/absent") && !mayRemove("/public/absent"), "a missing name: whether it could be made")
+            #expect(!mayRemove("/private/inner"), "beneath a directory it may not search")
+            #expect(!mayRemove("/", uid: 0), "the root has no name")
+            #expect(mayRemove("/sticky/roots", uid: 0) && mayRemove("/public/shared", uid: 0))
+            #expect(access.canMake(.write, MountPath("/public/shared")!, uid: 65534, gid: 65534, pid: 0))
+            #expect(!access.canMake(.removal, MountPath("/public/shared")!, uid: 65534, gid: 65534, pid: 0))
+        }
+    }
+
     @Test func groupsCountPrimaryAndSupplementary() throws {
         try withTree { _, access in
             #expect(check(access, "/group-only") == .notPermitted)

@@ -359,13 +359,14 @@ import Testing
         }
     }
 
-    /// Issue 32: a presenter of another user (nobody, who may only read root's file) that lets
-    /// an ask time out is not asked again until it answers: root's next reads and its delete
-    /// go on without asking it (and without its timeout), and status says why.
+    /// Issue 32: a presenter of another user (nobody, who may write root's file but not
+    /// delete it) that lets an ask time out is not asked again until it answers: root's next
+    /// reads go on without asking it (and without its timeout), and status says why; root's
+    /// delete does not ask it at all (nobody could not delete the file).
     @Test func anotherUsersSilentPresenterIsAskedOnce() throws {
         try withMount(["--allow-other", "--socket-mode", "666", "--presenter-timeout", "1"]) { scratch in
             try "shared\n".write(toFile: scratch.mountpoint + "/shared.txt", atomically: false, encoding: .utf8)
-            #expect(chmod(scratch.mountpoint + "/shared.txt", 0o644) == 0)
+            #expect(chmod(scratch.mountpoint + "/shared.txt", 0o666) == 0)
             let presenter = try ChildProcess(["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
                                               pythonScript("ControlSocketTests/presenter"), scratch.mountpoint + "/shared.txt",
                                               "save,accommodate-deletion", "silent", ""],
@@ -381,6 +382,51 @@ import Testing
             let removed = try shell("rm shared.txt", in: scratch.mountpoint)
             #expect(removed.status == 0, "\(removed)")
             #expect(presenter.asks.count == 1, "asked once, for the first read only: \(presenter.output)")
+        }
+    }
+
+    /// Issue 32: a user may hold back only what it could change. nobody presents three files
+    /// and refuses every ask: root's read-only-to-nobody `/shared.txt` (asked nothing: root's
+    /// read, write and delete go on, and nobody is told after), its own `/team/mine.txt` in a
+    /// sticky world-writable directory (it could delete it: root's delete is refused), and
+    /// root's world-writable `/team/roots.txt` there (it could write it, so it is asked to save
+    /// before root reads, but not delete it: root's delete goes on).
+    @Test func aPresenterHoldsBackOnlyWhatItsUserMayChange() throws {
+        try withMount(["--allow-other", "--socket-mode", "666", "--presenter-timeout", "5"]) { scratch in
+            let setUp = try shell("""
+                set -e
+                echo shared > shared.txt && chmod 644 shared.txt
+                mkdir team && chmod 1777 team
+                echo roots > team/roots.txt && chmod 666 team/roots.txt
+                """, in: scratch.mountpoint)
+            #expect(setUp.status == 0, "\(setUp)")
+            let made = try shell("echo mine > team/mine.txt", in: scratch.mountpoint, user: Self.nobody)
+            #expect(made.status == 0, "\(made)")
+            var presenters: [String: ChildProcess] = [:]
+            defer { presenters.values.forEach { $0.stop() } }
+            for (name, file) in [("shared", "shared.txt"), ("mine", "team/mine.txt"), ("roots", "team/roots.txt")] {
+                let presenter = try ChildProcess(["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
+                                                  pythonScript("ControlSocketTests/presenter"), scratch.mountpoint + "/" + file,
+                                                  "save,relinquish,accommodate-deletion", "refuse", ""],
+                                                 in: scratch.root, output: scratch.root + "/\(name).out")
+                presenters[name] = presenter
+                #expect(presenter.eventuallyPrints("ready"), "\(presenter.output)")
+            }
+
+            let shared = try shell("cat shared.txt && echo new > shared.txt && cat shared.txt && rm shared.txt", in: scratch.mountpoint)
+            #expect(shared.status == 0 && shared.output == "shared\nnew\n", "\(shared)")
+            #expect(presenters["shared"]?.eventuallyPrints("notify did-delete /shared.txt") == true, "\(presenters["shared"]?.output ?? "")")
+            #expect(presenters["shared"]?.asks == [], "nobody could change none of it: \(presenters["shared"]?.output ?? "")")
+
+            let mine = try shell("rm team/mine.txt", in: scratch.mountpoint)
+            #expect(mine.status != 0 && mine.errors.contains("Device or resource busy"), "\(mine)")
+            #expect(try shell("cat team/mine.txt", in: scratch.mountpoint).output == "mine\n")
+
+            let roots = try shell("cat team/roots.txt && rm team/roots.txt", in: scratch.mountpoint)
+            #expect(roots.status == 0 && roots.output == "roots\n", "\(roots)")
+            #expect(!FileManager.default.fileExists(atPath: scratch.backing + "/team/roots.txt"))
+            #expect(presenters["roots"]?.asks.map { $0.split(separator: " ").prefix(3).joined(separator: " ") } == ["ask save /team/roots.txt"],
+                    "asked to save before root's read, not about the delete: \(presenters["roots"]?.output ?? "")")
         }
     }
 

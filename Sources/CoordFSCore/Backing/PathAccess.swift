@@ -27,6 +27,11 @@ public protocol PathAccess: Sendable {
     /// or, where it does not exist, write the existing directory that would hold it (create
     /// it): what a claim that holds back others' changes of `path` needs.
     func canWrite(_ path: MountPath, uid: UInt32, gid: UInt32, pid: Int32) -> Bool
+
+    /// True when the user may remove or replace the name `path` (or, where it does not exist,
+    /// make it): search every directory above it and write the one that holds it, and in a
+    /// sticky directory own the item or the directory, as the kernel's unlink and rename check.
+    func canRemove(_ path: MountPath, uid: UInt32, gid: UInt32, pid: Int32) -> Bool
 }
 
 extension PathAccess {
@@ -37,6 +42,19 @@ extension PathAccess {
     /// Only root, unless the conformer knows better.
     public func canWrite(_ path: MountPath, uid: UInt32, gid: UInt32, pid: Int32) -> Bool {
         uid == 0
+    }
+
+    /// Only root, unless the conformer knows better.
+    public func canRemove(_ path: MountPath, uid: UInt32, gid: UInt32, pid: Int32) -> Bool {
+        uid == 0
+    }
+
+    /// Whether the user could make `change` to `path` itself.
+    public func canMake(_ change: PresentedChange, _ path: MountPath, uid: UInt32, gid: UInt32, pid: Int32) -> Bool {
+        switch change {
+        case .write: canWrite(path, uid: uid, gid: gid, pid: pid)
+        case .removal: canRemove(path, uid: uid, gid: gid, pid: pid)
+        }
     }
 }
 
@@ -74,6 +92,14 @@ public final class BackingPathAccess: PathAccess {
         }
     }
 
+    public func canRemove(_ path: MountPath, uid: UInt32, gid: UInt32, pid: Int32) -> Bool {
+        if path.components.isEmpty { return false } // the root has no name to remove
+        switch walk(path, User(uid: uid, gid: gid, groups: uid == 0 ? [] : supplementaryGroups(of: pid)), finally: .removal) {
+        case .readable, .missing: return true
+        case .notPermitted: return false
+        }
+    }
+
     /// Searches every directory down to `path` as `user`, then checks `final` on the item, or
     /// on the directory that would hold the first missing component (reading it tells that the
     /// name is missing; writing it would make the name). `.readable` means allowed.
@@ -96,6 +122,9 @@ public final class BackingPathAccess: PathAccess {
             }
             guard let childStatus = try? Syscall.statOfPathDescriptor(child.raw) else { return .notPermitted }
             if isLast {
+                if final == .removal {
+                    return user.mayRemove(childStatus, from: status) ? .readable : .notPermitted
+                }
                 return user.may(final, childStatus) ? .readable : .notPermitted
             }
             if (childStatus.st_mode & S_IFMT) != S_IFDIR {
@@ -124,7 +153,12 @@ public final class BackingPathAccess: PathAccess {
     }
 
     private struct User {
-        enum Access { case read, write, search }
+        enum Access {
+            case read, write, search
+            /// Of a name: judged on its directory and the item together (`mayRemove`); where
+            /// the name is missing, as a write of the directory that would hold it.
+            case removal
+        }
         let uid: UInt32
         let gid: UInt32
         let groups: [UInt32]
@@ -141,10 +175,18 @@ public final class BackingPathAccess: PathAccess {
             }
             let wanted: mode_t = switch access {
             case .read: 4
-            case .write: 2
+            case .write, .removal: 2
             case .search: 1
             }
             return bits & wanted != 0
+        }
+
+        /// Write on the directory (its search was checked on the way), and under a sticky
+        /// directory, owning the item or the directory.
+        func mayRemove(_ item: stat, from directory: stat) -> Bool {
+            guard may(.write, directory) else { return false }
+            if uid == 0 || directory.st_mode & S_ISVTX == 0 { return true }
+            return item.st_uid == uid || directory.st_uid == uid
         }
     }
 }

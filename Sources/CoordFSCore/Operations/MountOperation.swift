@@ -67,11 +67,15 @@ public struct PresenterQuestion: Sendable, Hashable {
     public let kind: PresenterRequestKind
     public let path: OperationPath
     public let condition: Condition
+    /// The change it holds back: only presenters whose user could make it are asked.
+    public let change: PresentedChange
 
-    public init(_ kind: PresenterRequestKind, _ path: OperationPath, _ condition: Condition = .always) {
+    public init(_ kind: PresenterRequestKind, _ path: OperationPath, _ condition: Condition = .always,
+                holdingBack change: PresentedChange? = nil) {
         self.kind = kind
         self.path = path
         self.condition = condition
+        self.change = change ?? PresentedChange(defaultFor: kind)
     }
 }
 
@@ -125,11 +129,12 @@ extension MountOperation {
     private static let saveItem = [PresenterQuestion(.save, .item)]
     private static let relinquishItem = [PresenterQuestion(.relinquish, .item)]
     private static let relinquishItemUnlessWriting = [PresenterQuestion(.relinquish, .item, .unlessCallerWritesIt)]
-    private static let deleteItem = [PresenterQuestion(.accommodateDeletion, .item), PresenterQuestion(.relinquish, .item)]
+    private static let deleteItem = [PresenterQuestion(.accommodateDeletion, .item),
+                                     PresenterQuestion(.relinquish, .item, holdingBack: .removal)]
     private static let renameQuestions = [
         PresenterQuestion(.accommodateDeletion, .destination, .ifDestinationIsReplaced),
-        PresenterQuestion(.relinquish, .source),
-        PresenterQuestion(.relinquish, .destination),
+        PresenterQuestion(.relinquish, .source, holdingBack: .removal),
+        PresenterQuestion(.relinquish, .destination, holdingBack: .removal),
     ]
     private static let snapshotReadForTheOpen = OperationClaim(.snapshotRead, on: [.item], for: .operation)
     private static let readUntilRelease = OperationClaim(.read, on: [.item], for: .handle)

@@ -11,6 +11,25 @@ public enum PresenterRequestKind: String, Sendable, Hashable, CaseIterable, Cust
     public var description: String { rawValue }
 }
 
+/// The change an ask holds back, as the kernel would check it. A presenter is asked only
+/// about a change its own user could make (DESIGN: "a user may hold back only what it may
+/// change"); otherwise it is told after the fact, and neither refuses nor delays.
+public enum PresentedChange: Sendable, Hashable {
+    /// Writing the item's data or attributes, or making it where it is missing: write
+    /// permission on the item (on its directory, when it does not exist yet).
+    case write
+    /// Removing or replacing the item's name: write and search permission on its directory,
+    /// and under a sticky directory, owning the item or the directory.
+    case removal
+
+    /// What an ask of `kind` holds back when the operation does not say otherwise: a save ask
+    /// goes only to presenters that could write the file (only they can have unsaved changes
+    /// of it); a deletion is a removal.
+    public init(defaultFor kind: PresenterRequestKind) {
+        self = kind == .accommodateDeletion ? .removal : .write
+    }
+}
+
 /// A set of request kinds as bits, so the registry's "does anyone answer this?" is one load.
 public struct PresenterRequestKinds: OptionSet, Sendable, Hashable {
     public let rawValue: UInt8

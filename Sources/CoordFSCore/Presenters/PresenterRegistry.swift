@@ -3,13 +3,16 @@ import Synchronization
 
 /// One registered presenter.
 ///
-/// Sendable: `id`, `answers`, `ownerPid`, `label` and `deliver` never change; `path`, the
-/// counters and `isActive` are read and written only under the registry's lock.
+/// Sendable: `id`, `answers`, `ownerPid`, `label`, `mayMake` and `deliver` never change;
+/// `path`, the counters and `isActive` are read and written only under the registry's lock.
 public final class PresenterRegistration: @unchecked Sendable {
     public let id: UInt64
     public let answers: PresenterRequestKinds
     public let ownerPid: Int32
     public let label: String
+    /// Whether the presenter's user could itself make `change` to a path; nil for presenters
+    /// that may hold back anything (root's, the daemon's own).
+    fileprivate let mayMake: (@Sendable (PresentedChange, MountPath) -> Bool)?
     fileprivate let deliver: @Sendable (PresenterMessage) -> Void
 
     // Guarded by PresenterRegistry.state.
@@ -24,12 +27,14 @@ public final class PresenterRegistration: @unchecked Sendable {
     fileprivate var isUnresponsive = false
 
     fileprivate init(id: UInt64, path: MountPath, answers: PresenterRequestKinds, ownerPid: Int32, label: String,
+                     mayMake: (@Sendable (PresentedChange, MountPath) -> Bool)?,
                      deliver: @escaping @Sendable (PresenterMessage) -> Void) {
         self.id = id
         self.path = path
         self.answers = answers
         self.ownerPid = ownerPid
         self.label = label
+        self.mayMake = mayMake
         self.deliver = deliver
     }
 
@@ -88,11 +93,14 @@ public final class PresenterRegistry: Sendable {
 
     /// Registers a presenter of `path`. `deliver` is called from whatever thread raised the
     /// message (often a FUSE worker): it must hand the message on and return at once.
+    /// `mayMake` says whether the presenter's user could make a change itself: it is asked
+    /// only about those (called outside the registry's lock; it may read the backing).
     public func register(_ path: MountPath, answers: PresenterRequestKinds, ownerPid: Int32, label: String = "",
+                         mayMake: (@Sendable (PresentedChange, MountPath) -> Bool)? = nil,
                          deliver: @escaping @Sendable (PresenterMessage) -> Void) -> PresenterRegistration {
         state.withLock { state in
             let registration = PresenterRegistration(id: state.nextRegistrationID, path: path, answers: answers,
-                                                     ownerPid: ownerPid, label: label, deliver: deliver)
+                                                     ownerPid: ownerPid, label: label, mayMake: mayMake, deliver: deliver)
             state.nextRegistrationID += 1
             state.registrations.append(registration)
             adjustCounts(for: registration.answers, by: 1)
@@ -158,22 +166,24 @@ public final class PresenterRegistry: Sendable {
 
     // MARK: Requests
 
-    /// Asks every presenter concerned by `kind` on `path` (except those in the requester's own
-    /// process tree) and calls `completion` once when the access may go on or must fail: from
+    /// Asks every presenter concerned by `kind` on `path` whose user could make `change`
+    /// itself (except those in the requester's own process tree) and calls `completion` once when the access may go on or must fail: from
     /// the thread of the last answer or of the deadline timer, which can be before `ask` returns
     /// (a presenter may answer from inside `deliver`).
     ///
     /// - Returns: false, at once and without calling `completion`, when nobody is to be asked:
     ///   the caller proceeds without waiting.
-    public func ask(_ kind: PresenterRequestKind, path: MountPath, requester: Int32, timeout: Duration,
+    public func ask(_ kind: PresenterRequestKind, path: MountPath, holdingBack change: PresentedChange? = nil,
+                    requester: Int32, timeout: Duration,
                     completion: @escaping @Sendable (PresenterVerdict) -> Void) -> Bool {
         guard hasPresenters(answering: kind) else { return false }
         let downward = kind != .save
         let candidates: [PresenterRegistration] = state.withLock { state in
             state.registrations.filter { $0.answers.contains(kind) && Self.concerns($0.path, path, downward: downward) }
         }
-        // Reading /proc happens outside the lock.
-        let chosen = candidates.filter { !isInTree(requester, $0.ownerPid) }
+        // Reading /proc and the backing happens outside the lock.
+        let change = change ?? PresentedChange(defaultFor: kind)
+        let chosen = candidates.filter { !isInTree(requester, $0.ownerPid) && $0.mayMake?(change, path) != false }
         guard !chosen.isEmpty else { return false }
 
         let started = ContinuousClock.now
