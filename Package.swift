@@ -97,7 +97,7 @@ let package = Package(
         // child process, exact arguments, one-line messages. Shared by both executables.
         .target(
             name: "CoordFSExec",
-            dependencies: ["CoordFSClient", argumentParser, systemPackage],
+            dependencies: ["CoordFSClient", "CSystemCalls", argumentParser, systemPackage],
             swiftSettings: swiftSettings
         ),
         // The `coordfs` program people run: `exec` itself, the rest handed to coordfs-full.

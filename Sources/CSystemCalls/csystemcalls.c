@@ -18,6 +18,7 @@
 #include <sys/vfs.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 
 // The header hard-codes Linux ABI values so that Swift can see them; keep them honest.
 _Static_assert(CSYS_AT_EMPTY_PATH == AT_EMPTY_PATH, "AT_EMPTY_PATH");
@@ -114,6 +115,14 @@ int csys_filesystem_id(int fd, uint64_t *fsid) {
 
 int csys_close_from(unsigned int first) {
     return close_range(first, ~0U, 0);
+}
+
+int csys_pidfd_open(int pid) {
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+    return (int)syscall(434, pid, 0); /* the number every architecture shares */
+#endif
 }
 
 int csys_set_thread_name(const char *name) {

@@ -22,6 +22,43 @@ public final class ClaimConnection {
     /// What the server said in a `bye` push, for the error when it then closes.
     private var farewell: String?
     private var closed = false
+    /// Claims the server broke that the caller has not taken yet (`takeBrokenClaims`).
+    private var brokenClaims: [BrokenPush] = []
+
+    /// The socket, for a caller that polls it while it waits for something else; when it is
+    /// readable, call `takeBrokenClaims`.
+    public var pollDescriptor: Int32 { descriptor }
+
+    /// Reads what the server has sent without waiting for more, and returns the claims it
+    /// broke since the last call (a claim that kept another user waiting for the mount's break
+    /// time). Throws `.closed` when the server closed the connection.
+    public func takeBrokenClaims() throws(CoordFSError) -> [BrokenPush] {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            while let frame = framer.next() {
+                guard case .line(let line) = frame else { continue }
+                switch ShortExchange.message(line) {
+                case .broken(let broken)?: brokenClaims.append(broken)
+                case .push(let bye?)?: farewell = bye
+                default: continue
+                }
+            }
+            let count = buffer.withUnsafeMutableBytes { Glibc.recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { break }
+                throw .closed(reason: "\(Errno(rawValue: errno))")
+            }
+            if count == 0 {
+                defer { brokenClaims.removeAll() }
+                if !brokenClaims.isEmpty { return brokenClaims }
+                throw .closed(reason: farewell.map { "the server said: \($0)" } ?? "the server closed the connection")
+            }
+            buffer.withUnsafeBytes { framer.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+        }
+        defer { brokenClaims.removeAll() }
+        return brokenClaims
+    }
 
     /// Connects to a control socket; the `hello` is sent at once, its reply read with the
     /// first request's.
@@ -99,6 +136,8 @@ public final class ClaimConnection {
                 throw .server(detail)
             case .push(let bye)?:
                 if let bye { farewell = bye }
+            case .broken(let broken)?:
+                brokenClaims.append(broken)
             case .ok?, .error?:
                 continue
             case nil:

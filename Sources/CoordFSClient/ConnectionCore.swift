@@ -27,6 +27,8 @@ final class ConnectionCore: Sendable {
         var nextID: Int64 = 1
         var closed: CoordFSError?
         var farewell: String?
+        /// Claims the server broke, not yet taken (`CoordFSConnection.takeBrokenClaims`).
+        var broken: [BrokenPush] = []
     }
 
     /// Guards every field of `State`.
@@ -106,8 +108,18 @@ final class ConnectionCore: Sendable {
             state.withLock { $0.presenters[body.presenter] }?.continuation.yield(.ask(body))
         case .notify(let body):
             state.withLock { $0.presenters[body.presenter] }?.continuation.yield(.notify(body))
+        case .broken(let body):
+            state.withLock { $0.broken.append(body) }
         case .bye(let body):
             state.withLock { $0.farewell = body.reason }
+        }
+    }
+
+    /// The claims the server broke since the last call.
+    func takeBrokenClaims() -> [BrokenPush] {
+        state.withLock { state in
+            defer { state.broken.removeAll() }
+            return state.broken
         }
     }
 

@@ -173,6 +173,13 @@ public final class CoordFSConnection: Sendable {
         return HeldClaim(id: reply.claim, reading: reply.read, writing: reply.write, waited: reply.waited)
     }
 
+    /// The claims of this connection the mount broke since the last call: each kept a process
+    /// of another user waiting for the mount's break time, and is no longer held (releasing
+    /// it is then `notFound`).
+    public func takeBrokenClaims() -> [BrokenPush] {
+        core.takeBrokenClaims()
+    }
+
     public func release(_ claim: HeldClaim) async throws(CoordFSError) {
         _ = try await perform(.release(.init(claim: claim.id)), Empty.self)
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CoordFSClient
+import CSystemCalls
 import Glibc
 import Synchronization
 import SystemPackage
@@ -32,15 +33,16 @@ public struct ExecRequest: Sendable {
     public func run() throws {
         // Which mount each path is in, and its name there. (A list, not a dictionary: there are
         // one or two, and a dictionary's first use costs more than the search.)
-        var mounts: [(socket: String, reading: [FilePath], writing: [FilePath])] = []
+        var mounts: [(socket: String, reading: [FilePath], writing: [FilePath], named: [String])] = []
         do {
             for (paths, writing) in [(readPaths, false), (writePaths, true)] {
                 for path in paths {
                     let location = try ControlLocation.locate(ExactArguments.path(path))
                     let index = mounts.firstIndex { $0.socket == location.socket } ?? {
-                        mounts.append((location.socket, [], []))
+                        mounts.append((location.socket, [], [], []))
                         return mounts.count - 1
                     }()
+                    mounts[index].named.append(ExactArguments.display(path))
                     if writing {
                         mounts[index].writing.append(location.path)
                     } else {
@@ -77,10 +79,31 @@ public struct ExecRequest: Sendable {
         if verbose {
             printError("claims held after \(formatDuration((ContinuousClock.now - started).seconds)); running \(name)")
         }
-        let status = Self.spawnAndWait(command.map(ExactArguments.bytes(of:)))
+        // A claim the mount breaks (it kept another user waiting for the break time) is said
+        // at once, while the command runs on without it.
+        var brokenCount = 0
+        var closedEarly: Set<Int32> = []
+        let status = Self.spawnAndWait(command.map(ExactArguments.bytes(of:)),
+                                       watching: connections.map(\.pollDescriptor)) { descriptor in
+            guard let index = connections.firstIndex(where: { $0.pollDescriptor == descriptor }) else { return false }
+            do {
+                for broken in try connections[index].takeBrokenClaims() {
+                    brokenCount += 1
+                    let paths = mounts[index].named.joined(separator: ", ")
+                    printError("the claim on \(paths) was broken after \(formatDuration(broken.held)): uid \(broken.byUid) (pid \(broken.byPid)) "
+                               + "had waited \(formatDuration(broken.waited)) for it; \(name) runs on without it")
+                }
+                return true
+            } catch {
+                if closedEarly.insert(descriptor).inserted { printError("lost the claims: \(error)") }
+                return false
+            }
+        }
         for connection in connections { connection.close() }
         if verbose { printError("\(name) ended with status \(status); claims released") }
         if status != 0 { throw ExitCode(status) }
+        // The command did not run under its claims to the end: say so in the status too.
+        if brokenCount > 0 || !closedEarly.isEmpty { throw ExitCode(conflictExitCode == 0 ? 1 : conflictExitCode) }
     }
 
     /// Runs the command as a child with the signal dispositions it would have had, and
@@ -88,7 +111,11 @@ public struct ExecRequest: Sendable {
     /// reached this process, UTF-8 or not. Meanwhile this process ignores the terminal's SIGINT and
     /// SIGQUIT (the child gets them; it decides) and passes SIGTERM and SIGHUP on, so the
     /// claims stay held exactly as long as the child runs — as system(3) does.
-    public static func spawnAndWait(_ command: [[UInt8]]) -> Int32 {
+    ///
+    /// `watching`: descriptors to poll meanwhile; `readable` is called for each that becomes
+    /// readable, and returns false to stop watching it.
+    public static func spawnAndWait(_ command: [[UInt8]], watching: [Int32] = [],
+                                    readable: (Int32) -> Bool = { _ in false }) -> Int32 {
         let ignored = [SIGINT, SIGQUIT]
         for signal in ignored { Glibc.signal(signal, SIG_IGN) }
         // Held back until the child's pid is known to the handler, then passed on: none is lost.
@@ -107,7 +134,30 @@ public struct ExecRequest: Sendable {
         }
         SignalForwarding.child.store(child.pid, ordering: .sequentiallyConsistent)
         pthread_sigmask(SIG_UNBLOCK, &forwarded, nil)
+        if !watching.isEmpty { watch(watching, until: child, readable) }
         return (try? child.wait())?.shellStatus ?? 1
+    }
+
+    /// Polls `descriptors` until `child` ends (its pidfd turns readable). Without pidfds
+    /// (Linux before 5.3), watches nothing: the caller just waits.
+    private static func watch(_ descriptors: [Int32], until child: ChildProcess, _ readable: (Int32) -> Bool) {
+        let pidfd = csys_pidfd_open(child.pid)
+        guard pidfd >= 0 else { return }
+        defer { close(pidfd) }
+        var watched = descriptors
+        while true {
+            var polled = [pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)]
+                + watched.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            let count = poll(&polled, nfds_t(polled.count), -1)
+            if count < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            if polled[0].revents != 0 { return }
+            for entry in polled.dropFirst() where entry.revents != 0 {
+                if !readable(entry.fd) { watched.removeAll { $0 == entry.fd } }
+            }
+        }
     }
 }
 

@@ -145,7 +145,7 @@ extension FileSystem {
     /// the request asks again. `resolved` are the claims as the caller derived them just now,
     /// nothing having waited since (so the common case walks the node table once); nil
     /// derives them here.
-    func withClaims(_ request: fuse_req_t, for owner: ClaimOwner, resolved: [ClaimRequest]? = nil,
+    func withClaims(_ request: fuse_req_t, for owner: ClaimOwner, user: UInt32, resolved: [ClaimRequest]? = nil,
                     _ claimsNow: @escaping @Sendable () -> [ClaimRequest],
                     nonblocking: Bool = false, whenRefused: (@Sendable () -> Void)? = nil,
                     _ body: @escaping @Sendable (HeldClaims?) -> Void) {
@@ -159,7 +159,8 @@ extension FileSystem {
             .none
         }
         let ticket: ClaimTicket
-        switch authority.acquire(claims, owner: owner, lineage: lineage, deadline: .now + options.claimTimeout, nonblocking: nonblocking) {
+        switch authority.acquire(claims, owner: owner, user: user, lineage: lineage, deadline: .now + options.claimTimeout,
+                                 nonblocking: nonblocking) {
         case .held(let held):
             return body(held)
         case .refused(let refusal):
@@ -186,7 +187,7 @@ extension FileSystem {
                     wait.goOn {
                         if claimsNow() != held.grant.requests {
                             authority.release(held)
-                            withClaims(wait.request.raw, for: owner, claimsNow, nonblocking: nonblocking, whenRefused: whenRefused, body)
+                            withClaims(wait.request.raw, for: owner, user: user, claimsNow, nonblocking: nonblocking, whenRefused: whenRefused, body)
                         } else {
                             body(held)
                         }

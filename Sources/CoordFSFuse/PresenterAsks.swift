@@ -117,7 +117,7 @@ extension FileSystem {
             var giveBack: (@Sendable () -> Void)? = nil
             if !consent.relinquished.isEmpty { giveBack = { [self] in reacquire(consent) } }
             // The paths resolved before still hold unless the presenters made the access wait.
-            withClaims(pending.raw, for: .process(caller.pid), resolved: consent.waited ? nil : requests.resolved, requests.now,
+            withClaims(pending.raw, for: .process(caller.pid), user: caller.uid, resolved: consent.waited ? nil : requests.resolved, requests.now,
                        nonblocking: nonblocking,
                        whenRefused: giveBack) { (held: HeldClaims?) in
                 body(held, consent)

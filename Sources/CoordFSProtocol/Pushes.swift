@@ -7,6 +7,7 @@ public enum Push: Sendable, Hashable {
     case overflow(OverflowPush)
     case ask(AskPush)
     case notify(NotifyPush)
+    case broken(BrokenPush)
     case bye(ByePush)
 
     public var name: String {
@@ -15,6 +16,7 @@ public enum Push: Sendable, Hashable {
         case .overflow: "overflow"
         case .ask: "ask"
         case .notify: "notify"
+        case .broken: "broken"
         case .bye: "bye"
         }
     }
@@ -178,6 +180,57 @@ public struct NotifyPush: Sendable, Hashable, Codable {
     }
 }
 
+/// One of the connection's claims was taken away: it kept a process of another user waiting
+/// for the mount's break time. The claim is gone (as if released); the paths it held are
+/// `read` and `write`, as its grant said.
+public struct BrokenPush: Sendable, Hashable, Codable {
+    public var claim: UInt64
+    public var read: [FilePath]
+    public var write: [FilePath]
+    /// Who waited: the user and the process (for a client's claim, the root of its tree).
+    public var byUid: UInt32
+    public var byPid: Int32
+    /// Seconds the claim had been held, and seconds the other had waited for it.
+    public var held: Double
+    public var waited: Double
+
+    public init(claim: UInt64, read: [FilePath], write: [FilePath], byUid: UInt32, byPid: Int32, held: Double, waited: Double) {
+        self.claim = claim
+        self.read = read
+        self.write = write
+        self.byUid = byUid
+        self.byPid = byPid
+        self.held = held
+        self.waited = waited
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case claim, read, readBytes, write, writeBytes, byUid, byPid, held, waited
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        claim = try container.decode(UInt64.self, forKey: .claim)
+        read = try container.decodePaths(forKey: .read)
+        write = try container.decodePaths(forKey: .write)
+        byUid = try container.decode(UInt32.self, forKey: .byUid)
+        byPid = try container.decode(Int32.self, forKey: .byPid)
+        held = try container.decode(Double.self, forKey: .held)
+        waited = try container.decode(Double.self, forKey: .waited)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(claim, forKey: .claim)
+        try container.encodePaths(read, forKey: .read)
+        try container.encodePaths(write, forKey: .write)
+        try container.encode(byUid, forKey: .byUid)
+        try container.encode(byPid, forKey: .byPid)
+        try container.encode(held, forKey: .held)
+        try container.encode(waited, forKey: .waited)
+    }
+}
+
 /// The server is about to close the connection (the mount is stopping).
 public struct ByePush: Sendable, Hashable, Codable {
     public var reason: String
@@ -199,6 +252,7 @@ extension Push: Codable {
         case "overflow": self = .overflow(try .init(from: decoder))
         case "ask": self = .ask(try .init(from: decoder))
         case "notify": self = .notify(try .init(from: decoder))
+        case "broken": self = .broken(try .init(from: decoder))
         case "bye": self = .bye(try .init(from: decoder))
         default:
             throw DecodingError.dataCorruptedError(forKey: .push, in: try decoder.container(keyedBy: PushKey.self),
@@ -214,6 +268,7 @@ extension Push: Codable {
         case .overflow(let body): try body.encode(to: encoder)
         case .ask(let body): try body.encode(to: encoder)
         case .notify(let body): try body.encode(to: encoder)
+        case .broken(let body): try body.encode(to: encoder)
         case .bye(let body): try body.encode(to: encoder)
         }
     }

@@ -69,12 +69,17 @@ public enum ShortExchange {
         case error(id: RequestID?, ErrorDetail)
         /// A push; `bye` carries the reason the server gave.
         case push(bye: String?)
+        /// A `broken` push: one of the connection's claims was taken away.
+        case broken(BrokenPush)
     }
 
     /// What `line` is; nil when it is none of the protocol's messages.
     public static func message(_ line: [UInt8]) -> Message? {
         guard let value = JSONValue.parse(line) else { return nil }
         if let push = value["push"]?.string {
+            if push == "broken", let broken = try? WireFormat.makeDecoder().decode(BrokenPush.self, from: Data(line)) {
+                return .broken(broken)
+            }
             return .push(bye: push == "bye" ? value["reason"]?.string : nil)
         }
         if value["error"] != nil {

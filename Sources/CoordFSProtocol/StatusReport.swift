@@ -268,10 +268,63 @@ public struct StatusReport: Sendable, Hashable, Codable {
     public struct Claims: Sendable, Hashable, Codable {
         public var held: [ClaimHolderRecord]
         public var waiting: [ClaimWaiter]
+        /// The latest claims taken from their holders for keeping another user waiting (the
+        /// break time), oldest first. Absent from servers before it.
+        public var broken: [ClaimBreakRecord]?
 
-        public init(held: [ClaimHolderRecord], waiting: [ClaimWaiter]) {
+        public init(held: [ClaimHolderRecord], waiting: [ClaimWaiter], broken: [ClaimBreakRecord]? = nil) {
             self.held = held
             self.waiting = waiting
+            self.broken = broken
+        }
+    }
+
+    /// A claim that was broken: whose it was, on what, and who had waited for it how long.
+    public struct ClaimBreakRecord: Sendable, Hashable, Codable {
+        public var owner: ClaimOwnerRecord
+        public var uid: UInt32
+        public var paths: [FilePath]
+        public var by: ClaimOwnerRecord
+        public var byUid: UInt32
+        /// Seconds the other had waited, and seconds since the break.
+        public var waited: Double
+        public var ago: Double
+
+        public init(owner: ClaimOwnerRecord, uid: UInt32, paths: [FilePath], by: ClaimOwnerRecord, byUid: UInt32,
+                    waited: Double, ago: Double) {
+            self.owner = owner
+            self.uid = uid
+            self.paths = paths
+            self.by = by
+            self.byUid = byUid
+            self.waited = waited
+            self.ago = ago
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case owner, uid, paths, pathsBytes, by, byUid, waited, ago
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            owner = try container.decode(ClaimOwnerRecord.self, forKey: .owner)
+            uid = try container.decode(UInt32.self, forKey: .uid)
+            paths = try container.decodePaths(forKey: .paths)
+            by = try container.decode(ClaimOwnerRecord.self, forKey: .by)
+            byUid = try container.decode(UInt32.self, forKey: .byUid)
+            waited = try container.decode(Double.self, forKey: .waited)
+            ago = try container.decode(Double.self, forKey: .ago)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(owner, forKey: .owner)
+            try container.encode(uid, forKey: .uid)
+            try container.encodePaths(paths, forKey: .paths)
+            try container.encode(by, forKey: .by)
+            try container.encode(byUid, forKey: .byUid)
+            try container.encode(waited, forKey: .waited)
+            try container.encode(ago, forKey: .ago)
         }
     }
 

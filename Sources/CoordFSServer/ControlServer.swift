@@ -94,6 +94,15 @@ public final class ControlServer: Sendable {
         let context = ServerContext(eventLoop: eventLoop, hub: hub, presenters: presenters,
                                     authority: authority ?? ClaimAuthority(table: claims, hosts: nil), access: access,
                                     logger: logger, options: options, socketPath: socketPath, cluster: cluster)
+        // A broken explicit claim is told to the session that held it.
+        claims.onBreak { [weak context] breaks in
+            context?.eventLoop.execute {
+                for broken in breaks {
+                    guard let context, case .client(let session, _) = broken.owner else { continue }
+                    context.sessions[session]?.claimBroken(broken)
+                }
+            }
+        }
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 128)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 * 1024, high: 256 * 1024))

@@ -46,7 +46,12 @@ extension ServerContext {
                           historyCapacity: statistics.historyCapacity, subscribers: statistics.subscribers,
                           dropped: statistics.dropped, overflows: statistics.overflows),
             subscribers: subscribers, presenters: presenterList, presenterRequests: requests,
-            claims: .init(held: held, waiting: waiting))
+            claims: .init(held: held, waiting: waiting, broken: claims.recentBreaks.filter { $0.holds.contains { visible($0.path) } }.map {
+                StatusReport.ClaimBreakRecord(owner: ClaimOwnerRecord($0.owner), uid: $0.user,
+                                              paths: $0.holds.filter { visible($0.path) }.map(\.path.filePath),
+                                              by: ClaimOwnerRecord($0.brokenBy), byUid: $0.brokenByUser,
+                                              waited: $0.waited.seconds, ago: (now - $0.at).seconds)
+            }))
     }
 }
 

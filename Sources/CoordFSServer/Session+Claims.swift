@@ -53,7 +53,7 @@ extension Session {
         let nonblocking = body.nonblock == true || body.wait == 0
         let limit = body.wait.map { Duration.seconds(clamping: $0) } ?? options.defaultClaimWait
         let ask = Ask(read: read, write: write, started: started)
-        switch context.authority.acquire(requests, owner: claimOwner, deadline: started.advanced(by: min(limit, options.maxClaimWait)),
+        switch context.authority.acquire(requests, owner: claimOwner, user: peer.uid, deadline: started.advanced(by: min(limit, options.maxClaimWait)),
                                          nonblocking: nonblocking) {
         case .held(let claims):
             grantClaim(id, claims, ask)
@@ -113,6 +113,26 @@ extension Session {
         case .failure(let refusal): refuseClaim(id, refusal, pending.ask)
         }
         flush()
+    }
+
+    /// One of this session's claims kept another user waiting for the break time and the table
+    /// took it: forget it (giving back what other hosts covered), and tell the client.
+    func claimBroken(_ broken: ClaimBreak) {
+        guard let (claimID, claim) = held.first(where: { $0.value.claims.grant.id == broken.grant }) else { return }
+        held[claimID] = nil
+        context.authority.release(claim.claims)
+        let held = broken.holds.map { broken.at - $0.since }.max() ?? .zero
+        let (byPid, _) = Self.pid(of: broken.brokenBy)
+        push(.broken(BrokenPush(claim: claimID, read: claim.read, write: claim.write, byUid: broken.brokenByUser, byPid: byPid,
+                                held: held.seconds, waited: broken.waited.seconds)))
+        flush()
+    }
+
+    private static func pid(of owner: ClaimOwner) -> (Int32, UInt64?) {
+        switch owner {
+        case .process(let pid): (pid, nil)
+        case .client(let session, let tree): (tree, session)
+        }
     }
 
     func release(_ id: RequestID, _ body: Request.Release) {

@@ -14,7 +14,9 @@ struct Exec: ParsableCommand {
         taken at once (per mount) or none; COMMAND and its children pass through them; they \
         are released when COMMAND ends, or at once if this process dies. The exit status is \
         COMMAND's (128+N when it dies of signal N); when the claims cannot be had, it is the \
-        --conflict-exit-code.
+        --conflict-exit-code. When the mount breaks a claim (it kept another user waiting for \
+        the mount's --break-time), COMMAND runs on to its end, the break is said on standard \
+        error, and a command that succeeded exits with the --conflict-exit-code (1 if that is 0).
 
           coordfs exec --write counter -- sh -c 'n=$(cat counter); echo $((n+1)) > counter'
 

@@ -67,6 +67,9 @@ struct Mount: ParsableCommand {
     @Option(help: ArgumentHelp("Seconds an operation waits for a conflicting claim before it fails with EBUSY (default 30).", valueName: "seconds"))
     var claimTimeout: Double = 30
 
+    @Option(help: ArgumentHelp("Seconds a claim of one user may keep another user waiting before it is broken and its holder told (default 45, and never past --claim-timeout; 0: never).", valueName: "seconds"))
+    var breakTime: Double = 45
+
     @Flag(help: "Opens for reading hold a read claim until closed: writers wait for readers.")
     var strictReads = false
 
@@ -123,6 +126,7 @@ struct Mount: ParsableCommand {
         guard threads >= 1 else { throw ValidationError("--threads must be at least 1") }
         if let maxNodes, maxNodes < 64 { throw ValidationError("--max-nodes must be at least 64") }
         guard claimTimeout > 0 else { throw ValidationError("--claim-timeout must be more than 0") }
+        guard breakTime >= 0, breakTime.isFinite else { throw ValidationError("--break-time must be 0 (never) or more") }
         guard presenterTimeout > 0 else { throw ValidationError("--presenter-timeout must be more than 0") }
         guard socketPermissions != nil else { throw ValidationError("--socket-mode must be an octal mode such as 600 or 666") }
         if noWatchBacking, watchBacking != nil { throw ValidationError("--no-watch-backing and --watch-backing exclude each other") }
@@ -161,6 +165,7 @@ struct Mount: ParsableCommand {
         options.maxIdleThreads = min(threads, 8)
         options.maxNodes = maxNodes
         options.claimTimeout = .milliseconds(Int64(claimTimeout * 1000))
+        options.breakTime = breakTime == 0 ? nil : .milliseconds(Int64(breakTime * 1000))
         options.presenterTimeout = .milliseconds(Int64(presenterTimeout * 1000))
         options.strictReads = strictReads
         options.durability = durability

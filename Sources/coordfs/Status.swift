@@ -81,6 +81,9 @@ struct Status: ParsableCommand {
         section(&lines, "claims waiting", report.claims.waiting) { waiter in
             "\(waiter.paths, separator: ", ")  \(waiter.mode)  \(waiter.owner)  waiting \(formatDuration(waiter.waiting))"
         }
+        section(&lines, "claims broken (held another user back for the break time)", report.claims.broken ?? []) { broken in
+            "\(broken.paths, separator: ", ")  \(broken.owner) (uid \(broken.uid))  for \(broken.by) (uid \(broken.byUid)), who waited \(formatDuration(broken.waited))  \(formatDuration(broken.ago)) ago"
+        }
         section(&lines, "presenters", report.presenters) { presenter in
             let answers = presenter.answers.isEmpty ? "notifications only" : presenter.answers.map(\.rawValue).joined(separator: ",")
             let session = presenter.session.map { "session \($0), " } ?? ""

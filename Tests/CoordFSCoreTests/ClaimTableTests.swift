@@ -1,3 +1,4 @@
+import Synchronization
 import Glibc
 import Testing
 @testable import CoordFSCore
@@ -562,5 +563,103 @@ private let allPairs = ClaimMode.allCases.flatMap { a in ClaimMode.allCases.map 
     /// Finds the ticket of an owner's only waiter, through status.
     private func writerTicket(_ table: ClaimTable, _ owner: ClaimOwner) -> ClaimWaitTicket? {
         table.snapshot().waiters.first { $0.owner == owner }?.ticket
+    }
+}
+
+/// Issue 32: a claim of one user that keeps another user waiting for the break time is taken
+/// from its holder (the whole grant), the waiter goes on, and observers hear who broke what.
+@Suite struct ClaimBreakTests {
+    private let nobody: UInt32 = 65534
+
+    /// Collects what the table reports.
+    private final class BreakLog: Sendable {
+        let breaks = Mutex<[ClaimBreak]>([])
+        func observe(_ table: ClaimTable) { table.onBreak { new in self.breaks.withLock { $0.append(contentsOf: new) } } }
+        var all: [ClaimBreak] { breaks.withLock { $0 } }
+    }
+
+    @Test func anotherUsersClaimIsBrokenAfterTheBreakTime() throws {
+        let table = ClaimTable(breakAfter: .milliseconds(200))
+        let log = BreakLog()
+        log.observe(table)
+        let reader = try #require(table.tryAcquire([request("/shared", .read), request("/other", .read)],
+                                                   owner: .client(1, processTree: 100), user: nobody).grant)
+        let writer = OutcomeBox()
+        let started = ContinuousClock.now
+        #expect(table.acquire([request("/shared/file", .write)], owner: .process(200), user: 0, deadline: .now + .seconds(20),
+                              onOutcome: writer.callback).ticket != nil)
+        let granted = try #require(writer.wait(seconds: 10)?.grant)
+        let waited = ContinuousClock.now - started
+        #expect(waited >= .milliseconds(200) && waited < .seconds(5), "\(waited)")
+        let broken = try #require(log.all.first)
+        #expect(log.all.count == 1)
+        #expect(broken.grant == reader.id && broken.owner == .client(1, processTree: 100) && broken.user == nobody)
+        #expect(broken.holds.map(\.path) == [path("/other"), path("/shared")], "the whole grant goes")
+        #expect(broken.brokenBy == .process(200) && broken.brokenByUser == 0 && broken.waited >= .milliseconds(200))
+        #expect(table.recentBreaks.map(\.grant) == [reader.id])
+        table.release(reader) // a release of a broken grant does nothing
+        #expect(table.snapshot().holders.map(\.path) == [path("/shared/file")])
+        table.release(granted)
+        #expect(table.entryCount == 0)
+    }
+
+    @Test func theSameUsersClaimIsNeverBroken() throws {
+        let table = ClaimTable(breakAfter: .milliseconds(50))
+        let log = BreakLog()
+        log.observe(table)
+        let held = try #require(table.tryAcquire([request("/a", .write)], owner: .process(100), user: nobody).grant)
+        let waiter = OutcomeBox()
+        _ = table.acquire([request("/a", .write)], owner: .process(200), user: nobody, deadline: .now + .milliseconds(400),
+                          onOutcome: waiter.callback)
+        #expect(waiter.wait(seconds: 10)?.blockers?.map(\.owner) == [.process(100)], "timed out, not broken")
+        #expect(log.all.isEmpty)
+        table.release(held)
+        #expect(table.entryCount == 0)
+    }
+
+    @Test func ownersWithoutAUserNeitherBreakNorAreBroken() throws {
+        let table = ClaimTable(breakAfter: .milliseconds(50))
+        let log = BreakLog()
+        log.observe(table)
+        let unknown = try #require(table.tryAcquire([request("/a", .write)], owner: .process(100)).grant)
+        let first = OutcomeBox()
+        _ = table.acquire([request("/a", .write)], owner: .process(200), user: 0, deadline: .now + .milliseconds(300), onOutcome: first.callback)
+        #expect(first.wait(seconds: 10)?.blockers != nil)
+        table.release(unknown)
+        let known = try #require(table.tryAcquire([request("/a", .write)], owner: .process(100), user: nobody).grant)
+        let second = OutcomeBox()
+        _ = table.acquire([request("/a", .write)], owner: .process(200), deadline: .now + .milliseconds(300), onOutcome: second.callback)
+        #expect(second.wait(seconds: 10)?.blockers != nil)
+        #expect(log.all.isEmpty)
+        table.release(known)
+    }
+
+    /// A wait shorter than the break time never breaks: a client cannot break a claim by
+    /// asking with a short wait.
+    @Test func aWaitShorterThanTheBreakTimeTimesOut() throws {
+        let table = ClaimTable(breakAfter: .seconds(30))
+        let held = try #require(table.tryAcquire([request("/a", .exclusive)], owner: .client(1, processTree: 100), user: 0).grant)
+        let waiter = OutcomeBox()
+        _ = table.acquire([request("/a", .read)], owner: .client(2, processTree: 200), user: nobody, deadline: .now + .milliseconds(100),
+                          onOutcome: waiter.callback)
+        #expect(waiter.wait(seconds: 10)?.blockers?.count == 1)
+        #expect(table.recentBreaks.isEmpty)
+        table.release(held)
+    }
+
+    /// A waiter held back by its own user's claim and another's breaks the other's, then
+    /// keeps waiting for its own user's, and times out at its deadline.
+    @Test func onlyTheOtherUsersPartIsBroken() throws {
+        let table = ClaimTable(breakAfter: .milliseconds(100))
+        let mine = try #require(table.tryAcquire([request("/d/a", .read)], owner: .process(100), user: 0).grant)
+        let theirs = try #require(table.tryAcquire([request("/d/b", .read)], owner: .process(300), user: nobody).grant)
+        let waiter = OutcomeBox()
+        _ = table.acquire([request("/d", .write)], owner: .process(200), user: 0, deadline: .now + .milliseconds(600), onOutcome: waiter.callback)
+        let outcome = try #require(waiter.wait(seconds: 10))
+        #expect(outcome.blockers?.map(\.owner) == [.process(100)])
+        #expect(table.recentBreaks.map(\.grant) == [theirs.id])
+        table.release(mine)
+        table.release(theirs)
+        #expect(table.entryCount == 0)
     }
 }

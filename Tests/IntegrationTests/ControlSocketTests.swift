@@ -430,6 +430,53 @@ import Testing
         }
     }
 
+    /// Issue 32: a reader cannot freeze writers. nobody holds a read claim on the whole mount
+    /// (`coordfs exec --read MOUNT -- sleep 30`); root's write waits the break time (2 s), not
+    /// the claim timeout (10 s), and succeeds; nobody's exec says on standard error that its
+    /// claim was broken, and by whom, and exits 1 though its command succeeded; status and the
+    /// log name the break. Root's own claim on the same mount holds root back to the claim
+    /// timeout, as before (a user's own claims are not broken).
+    @Test func anotherUsersClaimIsBrokenAfterTheBreakTime() throws {
+        try withMount(["--allow-other", "--socket-mode", "666", "--claim-timeout", "10", "--break-time", "2"]) { scratch in
+            try "shared\n".write(toFile: scratch.mountpoint + "/shared.txt", atomically: false, encoding: .utf8)
+            #expect(chmod(scratch.mountpoint + "/shared.txt", 0o644) == 0)
+            let holder = try ChildProcess(["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                           coordfsBinary, "exec", "--read", scratch.mountpoint, "--", "sh", "-c", "sleep 6; echo done"],
+                                          in: scratch.root, output: scratch.root + "/holder.out")
+            defer { holder.stop() }
+            try scratch.waitForStatus("nobody's read claim on /") { report in report.claims.held.contains { $0.path == "/" } }
+
+            let started = ContinuousClock.now
+            let write = try shell("echo new > shared.txt", in: scratch.mountpoint)
+            let waited = ContinuousClock.now - started
+            #expect(write.status == 0, "\(write)")
+            #expect(waited >= .milliseconds(1_900) && waited < .seconds(6), "root waited \(waited)")
+            #expect(try String(contentsOfFile: scratch.backing + "/shared.txt", encoding: .utf8) == "new\n")
+
+            #expect(holder.waitForExit(within: .seconds(20)))
+            #expect(holder.exitCode == 1, "\(holder.output)")
+            #expect(holder.output.contains("done\n"), "the command ran on to its end: \(holder.output)")
+            #expect(holder.output.contains("coordfs: the claim on \(scratch.mountpoint) was broken after ")
+                    && holder.output.contains(": uid 0 (pid "), "\(holder.output)")
+
+            let status = try Self.status(of: scratch)
+            let broken = ((status["claims"] as? [String: Any])?["broken"] as? [[String: Any]]) ?? []
+            #expect(broken.count == 1 && broken.first?["uid"] as? Int == 65534 && broken.first?["byUid"] as? Int == 0
+                    && broken.first?["paths"] as? [String] == ["/"], "\(status)")
+            let text = try run([coordfsBinary, "status", scratch.mountpoint])
+            #expect(text.output.contains("claims broken"), "\(text)")
+            #expect(scratch.daemonLogSoFar.contains("was broken") && scratch.daemonLogSoFar.contains("holder-uid=65534"), "\(scratch.daemonLogSoFar)")
+
+            // Root's own claim is root's: it holds root back until the claim timeout, unbroken.
+            let rootHolder = try ChildProcess([coordfsBinary, "exec", "--read", scratch.mountpoint + "/shared.txt", "--", "sleep", "30"],
+                                              in: scratch.root, output: scratch.root + "/root-holder.out")
+            defer { rootHolder.stop() }
+            try scratch.waitForStatus("root's read claim") { report in report.claims.held.contains { $0.path == "/shared.txt" } }
+            let blocked = try shell("echo newer > shared.txt", in: scratch.mountpoint)
+            #expect(blocked.status != 0 && blocked.errors.contains("Device or resource busy"), "\(blocked)")
+        }
+    }
+
     /// On a shared socket (0666) another user connects, but may not watch a directory it
     /// cannot read, and while it watches the whole mount it sees nothing of what happens in
     /// such a directory, only what happens where it could look. Root's own watcher is the

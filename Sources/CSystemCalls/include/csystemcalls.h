@@ -31,6 +31,8 @@ int csys_close_from(unsigned int first);
 /// Names the calling thread (and the threads it starts later) for ps, top and pgrep
 /// (prctl(PR_SET_NAME); at most 15 bytes are kept); 0 or -1 with errno.
 int csys_set_thread_name(const char *name);
+/// A descriptor that turns readable when process `pid` ends (pidfd_open(2), Linux 5.3); -1 with errno.
+int csys_pidfd_open(int pid);
 int csys_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
 int csys_fallocate(int fd, int mode, off_t offset, off_t length);
 ssize_t csys_copy_file_range(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t length, unsigned int flags);

@@ -43,12 +43,15 @@ public struct ClaimHolder: Sendable, CustomStringConvertible {
     public let mode: ClaimMode
     public let owner: ClaimOwner
     public let since: ContinuousClock.Instant
+    /// The owner's user, where the table was told it.
+    public let user: UInt32?
 
-    public init(path: MountPath, mode: ClaimMode, owner: ClaimOwner, since: ContinuousClock.Instant) {
+    public init(path: MountPath, mode: ClaimMode, owner: ClaimOwner, since: ContinuousClock.Instant, user: UInt32? = nil) {
         self.path = path
         self.mode = mode
         self.owner = owner
         self.since = since
+        self.user = user
     }
 
     public var description: String {
@@ -68,6 +71,30 @@ public final class ClaimGrant: Sendable {
         self.id = id
         self.owner = owner
         self.requests = requests
+    }
+}
+
+/// A claim taken away from its holder because it kept another user waiting for the break
+/// time (DESIGN, "Many users on one mount"; like Linux's lease-break-time). The whole grant
+/// goes: every path of it. Its holder finds out through `ClaimTable.onBreak`; a later release
+/// of the grant does nothing.
+public struct ClaimBreak: Sendable, CustomStringConvertible {
+    /// The grant broken, as `ClaimGrant.id`.
+    public let grant: UInt64
+    /// Every path it held, with the mode and since when.
+    public let holds: [ClaimHolder]
+    public let owner: ClaimOwner
+    public let user: UInt32
+    /// The waiter that broke it, and its user.
+    public let brokenBy: ClaimOwner
+    public let brokenByUser: UInt32
+    /// How long the waiter had waited.
+    public let waited: Duration
+    public let at: ContinuousClock.Instant
+
+    public var description: String {
+        let paths = holds.map { "\($0.mode) \($0.path)" }.joined(separator: ", ")
+        return "\(owner) (uid \(user)) lost its claim on \(paths): \(brokenBy) (uid \(brokenByUser)) had waited \(waited) for it"
     }
 }
 

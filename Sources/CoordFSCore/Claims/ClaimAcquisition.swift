@@ -50,10 +50,11 @@ extension ClaimAuthority {
     /// the outcome arrives through the returned ticket, by the deadline at the latest.
     /// `nonblocking`: a conflict, here or on another host, refuses instead of waiting.
     /// `lineage`: the requesting process's (explicit claims it passes through), read before
-    /// asking, never under the table's lock.
-    public func acquire(_ requests: [ClaimRequest], owner: ClaimOwner, lineage: ProcessLineage = .none,
+    /// asking, never under the table's lock. `user`: the owner's, for the break rule (a
+    /// claim that keeps another user waiting for the break time is broken; nil: neither).
+    public func acquire(_ requests: [ClaimRequest], owner: ClaimOwner, user: UInt32? = nil, lineage: ProcessLineage = .none,
                         deadline: ContinuousClock.Instant, nonblocking: Bool) -> ClaimAcquisition {
-        switch table.tryAcquire(requests, owner: owner, lineage: lineage) {
+        switch table.tryAcquire(requests, owner: owner, user: user, lineage: lineage) {
         case .success(let grant):
             if let held = heldNow(grant, lineage: lineage) { return .held(held) }
             let ticket = ClaimTicket(authority: self, stage: .askingHosts(nil))
@@ -66,7 +67,7 @@ extension ClaimAuthority {
             break
         }
         let ticket = ClaimTicket(authority: self, stage: .queuedHere(nil))
-        let attempt = table.acquire(requests, owner: owner, lineage: lineage, deadline: deadline) { [self] outcome in
+        let attempt = table.acquire(requests, owner: owner, user: user, lineage: lineage, deadline: deadline) { [self] outcome in
             switch outcome {
             case .granted(let grant):
                 guard ticket.leaveQueue() else {

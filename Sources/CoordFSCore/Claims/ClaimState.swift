@@ -7,6 +7,8 @@ typealias ClaimWakeup = (callback: @Sendable (ClaimWaitOutcome) -> Void, outcome
 struct Requester {
     let owner: ClaimOwner
     let lineage: ProcessLineage
+    /// Nil: never breaks another's claim, and its own are never broken.
+    var user: UInt32? = nil
 }
 
 /// The claim table's state and rules, with no locking and no threads: `ClaimTable` owns one
@@ -18,6 +20,8 @@ struct ClaimState {
     /// Queued requests by owner, in arrival order: a grant to an owner can free its other waiters.
     var waitersByOwner: [ClaimOwner: [Waiter]] = [:]
     var deadlines = DeadlineHeap()
+    /// How long a waiter waits for claims of other users before it breaks them; nil: never.
+    var breakAfter: Duration?
     var nextTicket: UInt64 = 1
     var nextGrant: UInt64 = 1
     /// Holds and waits of explicit (client) claims: while there are none, nobody can pass
@@ -157,13 +161,13 @@ struct ClaimState {
     // MARK: Changes
 
     /// Records every path of the request as held, all at once.
-    mutating func grant(_ requests: [ClaimRequest], owner: ClaimOwner) -> ClaimGrant {
+    mutating func grant(_ requests: [ClaimRequest], owner: ClaimOwner, user: UInt32?) -> ClaimGrant {
         let id = nextGrant
         nextGrant += 1
         let now = ContinuousClock.now
         for request in requests {
             let entry = trie.entryForAdding(request.path, .holds)
-            entry.holds.append(Hold(grant: id, mode: request.mode, owner: owner, path: request.path, since: now))
+            entry.holds.append(Hold(grant: id, mode: request.mode, owner: owner, user: user, path: request.path, since: now))
         }
         if case .client = owner { explicitEntries += requests.count }
         return ClaimGrant(id: id, owner: owner, requests: requests)
@@ -185,6 +189,9 @@ struct ClaimState {
                           onOutcome: @escaping @Sendable (ClaimWaitOutcome) -> Void) -> Waiter {
         let waiter = Waiter(ticket: nextTicket, requester: owner, requests: requests, since: .now,
                             deadline: deadline, onOutcome: onOutcome)
+        if owner.user != nil, let breakAfter, waiter.since + breakAfter < deadline {
+            waiter.checkAt = waiter.since + breakAfter
+        }
         nextTicket += 1
         if case .client = owner.owner { explicitEntries += 1 }
         for request in requests {
@@ -234,7 +241,7 @@ struct ClaimState {
             waiter.isCandidate = false
             guard waiter.isWaiting, !isBlocked(waiter.requests, owner: waiter.requester, ticket: waiter.ticket) else { continue }
             dequeue(waiter)
-            let grant = grant(waiter.requests, owner: waiter.owner)
+            let grant = grant(waiter.requests, owner: waiter.owner, user: waiter.requester.user)
             wakeups.append((waiter.onOutcome, .granted(grant), waiter.since))
             for request in waiter.requests { addCandidates(overlapping: request.path, to: &candidates) }
             addCandidates(affectedByGrantTo: waiter.owner, to: &candidates)
@@ -269,15 +276,56 @@ struct ClaimState {
         candidates.insert(waiter, at: low)
     }
 
-    /// Times out every waiter whose deadline is not after `now`, then wakes those it was holding up.
-    mutating func expire(now: ContinuousClock.Instant, into wakeups: inout [ClaimWakeup]) {
+    /// Looks at every waiter due by `now`. One that has waited the break time first breaks the
+    /// claims of other users in its way, and what that frees is granted; one still waiting at
+    /// its deadline times out. Then wakes those the timed-out ones were holding up.
+    mutating func expire(now: ContinuousClock.Instant, into wakeups: inout [ClaimWakeup], breaks: inout [ClaimBreak]) {
         var freed: [MountPath] = []
-        while let waiter = deadlines.first, waiter.deadline <= now {
+        while let waiter = deadlines.first, waiter.checkAt <= now {
+            if let breakAfter, waiter.requester.user != nil, now - waiter.since >= breakAfter {
+                let broken = breakClaims(holdingBack: waiter, now: now)
+                if !broken.isEmpty {
+                    breaks.append(contentsOf: broken)
+                    wake(overlapping: broken.lazy.flatMap { $0.holds.lazy.map(\.path) }, into: &wakeups)
+                }
+            }
+            guard waiter.isWaiting else { continue } // granted by the break
+            if waiter.checkAt < waiter.deadline {
+                deadlines.remove(waiter)
+                waiter.checkAt = waiter.deadline
+                deadlines.insert(waiter)
+                continue
+            }
             let blockers = blockers(of: waiter.requests, owner: waiter.requester, ticket: waiter.ticket)
             dequeue(waiter)
             wakeups.append((waiter.onOutcome, .timedOut(blockers: blockers), waiter.since))
             freed.append(contentsOf: waiter.requests.lazy.map(\.path))
         }
         wake(overlapping: freed, into: &wakeups)
+    }
+
+    /// Takes away every grant of another user (one the table knows the user of) with a hold
+    /// that conflicts with `waiter`: all of the grant's paths go, not only those in the way.
+    private mutating func breakClaims(holdingBack waiter: Waiter, now: ContinuousClock.Instant) -> [ClaimBreak] {
+        guard let waiterUser = waiter.requester.user else { return [] }
+        var inTheWay: [Hold] = []
+        collectConflictingHolds(waiter.requests, waiter.requester, into: &inTheWay)
+        var grants: [UInt64: (owner: ClaimOwner, user: UInt32)] = [:]
+        for hold in inTheWay {
+            guard let user = hold.user, user != waiterUser else { continue }
+            grants[hold.grant] = (hold.owner, user)
+        }
+        guard !grants.isEmpty else { return [] }
+        var holds: [UInt64: [Hold]] = [:]
+        trie.forEachEntry { entry in
+            for hold in entry.holds where grants[hold.grant] != nil { holds[hold.grant, default: []].append(hold) }
+        }
+        return grants.keys.sorted().map { grant in
+            let taken = holds[grant] ?? []
+            for hold in taken { _ = removeHold(grant, at: hold.path) }
+            let (owner, user) = grants[grant]!
+            return ClaimBreak(grant: grant, holds: taken.map(\.holder).sorted { $0.path < $1.path }, owner: owner, user: user,
+                              brokenBy: waiter.owner, brokenByUser: waiterUser, waited: now - waiter.since, at: now)
+        }
     }
 }

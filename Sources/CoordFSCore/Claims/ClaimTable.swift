@@ -15,7 +15,14 @@ public final class ClaimTable: Sendable {
         var timer: (any DispatchSourceTimer)?
         /// The deadline the timer is set for, nil while it is idle.
         var armedFor: ContinuousClock.Instant?
+        /// The latest breaks, oldest first, for status.
+        var recentBreaks: [ClaimBreak] = []
+        /// Told of every break, after the lock is released.
+        var breakObservers: [@Sendable ([ClaimBreak]) -> Void] = []
     }
+
+    /// How many breaks status keeps.
+    public static let recentBreakLimit = 32
 
     /// Guards the claim state (trie, queue, deadline heap, counters) and the timer's arming.
     /// A leaf lock (Docs/LOCKING.md): callbacks run after it is released, and nothing it runs
@@ -29,8 +36,24 @@ public final class ClaimTable: Sendable {
     /// lineage from /proc while there are none.
     private let explicitEntries = Atomic<Int>(0)
 
-    public init() {
-        locked = Mutex(Locked(claims: ClaimState()))
+    /// - Parameter breakAfter: how long a waiter waits for claims of another user before it
+    ///   breaks them (`ClaimBreak`); nil: never. Only owners acquired with a `user` break or
+    ///   are broken.
+    public init(breakAfter: Duration? = nil) {
+        var claims = ClaimState()
+        claims.breakAfter = breakAfter
+        locked = Mutex(Locked(claims: claims))
+    }
+
+    /// Calls `observer` with every break from now on, outside the table's lock (from the
+    /// table's timer queue): what tells a holder (the control socket) and the log.
+    public func onBreak(_ observer: @escaping @Sendable ([ClaimBreak]) -> Void) {
+        locked.withLock { $0.breakObservers.append(observer) }
+    }
+
+    /// The latest breaks, oldest first (at most `recentBreakLimit`).
+    public var recentBreaks: [ClaimBreak] {
+        locked.withLock { $0.recentBreaks }
     }
 
     /// Whether explicit claims are held or waited for: only then can a process pass through
@@ -55,15 +78,17 @@ public final class ClaimTable: Sendable {
     /// Grants now, or returns the holders that conflict. Never queues. It follows the same rule
     /// as `acquire`, so it also fails when the request would have to queue behind an earlier waiter.
     /// `lineage`: the requesting process's, read before asking (see `ProcessLineage`).
-    public func tryAcquire(_ requests: [ClaimRequest], owner: ClaimOwner, lineage: ProcessLineage = .none) -> Result<ClaimGrant, ClaimConflict> {
-        let requester = Requester(owner: owner, lineage: lineage)
+    /// `user`: the owner's, for the break rule (nil: it neither breaks nor is broken).
+    public func tryAcquire(_ requests: [ClaimRequest], owner: ClaimOwner, user: UInt32? = nil,
+                           lineage: ProcessLineage = .none) -> Result<ClaimGrant, ClaimConflict> {
+        let requester = Requester(owner: owner, lineage: lineage, user: user)
         let (result, wakeups) = withState { locked -> (Result<ClaimGrant, ClaimConflict>, [ClaimWakeup]) in
             if locked.claims.isBlocked(requests, owner: requester, ticket: .max) {
                 let blockers = locked.claims.blockers(of: requests, owner: requester, ticket: .max)
                 return (.failure(ClaimConflict(blockers: blockers)), [])
             }
             var wakeups: [ClaimWakeup] = []
-            let grant = locked.claims.grant(requests, owner: owner)
+            let grant = locked.claims.grant(requests, owner: owner, user: user)
             locked.claims.wake(overlapping: requests.lazy.map(\.path), grantee: owner, into: &wakeups)
             return (.success(grant), wakeups)
         }
@@ -76,14 +101,14 @@ public final class ClaimTable: Sendable {
     /// is called exactly once, later, outside the lock, with `.granted` or, at `deadline`,
     /// `.timedOut` — unless `cancel` takes the waiter out first. The call may come before this
     /// method has returned the ticket (another thread may free the request at once).
-    public func acquire(_ requests: [ClaimRequest], owner: ClaimOwner, lineage: ProcessLineage = .none,
+    public func acquire(_ requests: [ClaimRequest], owner: ClaimOwner, user: UInt32? = nil, lineage: ProcessLineage = .none,
                         deadline: ContinuousClock.Instant,
                         onOutcome: @escaping @Sendable (ClaimWaitOutcome) -> Void) -> ClaimAttempt {
-        let requester = Requester(owner: owner, lineage: lineage)
+        let requester = Requester(owner: owner, lineage: lineage, user: user)
         let (attempt, wakeups) = withState { locked -> (ClaimAttempt, [ClaimWakeup]) in
             if !locked.claims.isBlocked(requests, owner: requester, ticket: .max) {
                 var wakeups: [ClaimWakeup] = []
-                let grant = locked.claims.grant(requests, owner: owner)
+                let grant = locked.claims.grant(requests, owner: owner, user: user)
                 // A grant only adds claims, but it can let waiters of the same owner skip the queue.
                 locked.claims.wake(overlapping: requests.lazy.map(\.path), grantee: owner, into: &wakeups)
                 return (.granted(grant), wakeups)
@@ -207,7 +232,7 @@ public final class ClaimTable: Sendable {
     /// Sets the timer for the earliest deadline if it is not already set for that or earlier.
     /// Called with the lock held: scheduling a dispatch timer does not block or run callbacks.
     private func arm(_ locked: inout Locked) {
-        guard let earliest = locked.claims.deadlines.first?.deadline else { return }
+        guard let earliest = locked.claims.deadlines.first?.checkAt else { return }
         if let armed = locked.armedFor, armed <= earliest { return }
         let timer: any DispatchSourceTimer
         if let existing = locked.timer {
@@ -226,14 +251,24 @@ public final class ClaimTable: Sendable {
         locked.armedFor = earliest
     }
 
-    /// The timer fired: time out what is due, wake what that frees, set the timer for the next.
+    /// The timer fired: break and time out what is due, wake what that frees, set the timer
+    /// for the next; then tell the observers of the breaks.
     private func expireWaiters() {
-        let wakeups = withState { locked -> [ClaimWakeup] in
+        let (wakeups, breaks, observers) = withState { locked -> ([ClaimWakeup], [ClaimBreak], [@Sendable ([ClaimBreak]) -> Void]) in
             locked.armedFor = nil
             var wakeups: [ClaimWakeup] = []
-            locked.claims.expire(now: .now, into: &wakeups)
+            var breaks: [ClaimBreak] = []
+            locked.claims.expire(now: .now, into: &wakeups, breaks: &breaks)
             arm(&locked)
-            return wakeups
+            guard !breaks.isEmpty else { return (wakeups, [], []) }
+            locked.recentBreaks.append(contentsOf: breaks)
+            locked.recentBreaks.removeFirst(max(0, locked.recentBreaks.count - Self.recentBreakLimit))
+            return (wakeups, breaks, locked.breakObservers)
+        }
+        // The holders hear first, then the waiters go on.
+        if !breaks.isEmpty {
+            Instruments.claimsBroken.increment(by: breaks.count)
+            for observer in observers { observer(breaks) }
         }
         Self.run(wakeups)
     }

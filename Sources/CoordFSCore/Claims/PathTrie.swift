@@ -3,10 +3,12 @@ struct Hold {
     let grant: UInt64
     let mode: ClaimMode
     let owner: ClaimOwner
+    /// The owner's user; nil for owners without one (never broken, see `ClaimBreak`).
+    let user: UInt32?
     let path: MountPath
     let since: ContinuousClock.Instant
 
-    var holder: ClaimHolder { ClaimHolder(path: path, mode: mode, owner: owner, since: since) }
+    var holder: ClaimHolder { ClaimHolder(path: path, mode: mode, owner: owner, since: since, user: user) }
 }
 
 /// One path of a queued request, stored at that path's entry.
@@ -28,6 +30,9 @@ final class Waiter {
     let deadline: ContinuousClock.Instant
     let onOutcome: @Sendable (ClaimWaitOutcome) -> Void
     // Unchecked for the same reason as `PathEntry`'s properties: only touched under the lock.
+    /// When the table looks at it next: its deadline, or before that the moment it has waited
+    /// the break time and may break other users' claims in its way. The heap's order.
+    @exclusivity(unchecked) var checkAt: ContinuousClock.Instant
     /// Position in the deadline heap, kept by the heap.
     @exclusivity(unchecked) var heapIndex = -1
     /// True while queued; false once granted, timed out or cancelled.
@@ -42,6 +47,7 @@ final class Waiter {
         self.requests = requests
         self.since = since
         self.deadline = deadline
+        self.checkAt = deadline
         self.onOutcome = onOutcome
     }
 
@@ -244,7 +250,7 @@ struct DeadlineHeap {
     }
 
     private static func earlier(_ a: Waiter, _ b: Waiter) -> Bool {
-        a.deadline < b.deadline || (a.deadline == b.deadline && a.ticket < b.ticket)
+        a.checkAt < b.checkAt || (a.checkAt == b.checkAt && a.ticket < b.ticket)
     }
 
     private mutating func swapItems(_ i: Int, _ j: Int) {

@@ -11,6 +11,8 @@ public enum Instruments {
     static let claimsTimedOut = Counter(label: "coordfs_claims_total", dimensions: [("result", "timed_out")])
     static let claimsInterrupted = Counter(label: "coordfs_claims_total", dimensions: [("result", "interrupted")])
     static let claimsWouldBlock = Counter(label: "coordfs_claims_total", dimensions: [("result", "would_block")])
+    /// Grants taken from a holder because they kept another user waiting for the break time.
+    static let claimsBroken = Counter(label: "coordfs_claims_broken_total")
     /// How long queued claim requests waited, whatever ended the wait (grant, timeout, withdrawal).
     static let claimWait = CoreMetrics.Timer(label: "coordfs_claim_wait_seconds")
 
@@ -24,7 +26,7 @@ public enum Instruments {
     /// their series show from the first scrape. Call after bootstrapping the backend.
     public static func prepare() {
         _ = [claimsGranted, claimsTimedOut, claimsInterrupted, claimsWouldBlock, savesCommitted, savesDiscarded,
-             savesRecovered, presenterTimeouts]
+             savesRecovered, presenterTimeouts, claimsBroken]
         _ = claimWait
     }
 

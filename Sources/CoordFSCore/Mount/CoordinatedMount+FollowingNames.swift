@@ -1,4 +1,3 @@
-import CoordFSCore
 import Glibc
 import SystemPackage
 

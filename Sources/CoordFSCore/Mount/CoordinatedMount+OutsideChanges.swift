@@ -1,5 +1,4 @@
 import Glibc
-import CoordFSCore
 import Synchronization
 import SystemPackage
 

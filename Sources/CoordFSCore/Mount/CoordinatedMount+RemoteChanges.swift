@@ -1,4 +1,3 @@
-import CoordFSCore
 import Glibc
 
 // Changes other hosts of the cluster committed (`--cluster`), as the cluster's events table

@@ -73,7 +73,17 @@ public final class CoordinatedMount: Sendable {
         self.processes = processes
         self.events = EventHub()
         self.presenters = PresenterRegistry(isInTree: { pid, root in processes.isInTree(pid, rootedAt: root) })
-        self.claims = ClaimTable()
+        self.claims = ClaimTable(breakAfter: options.effectiveBreakTime)
+        claims.onBreak { breaks in
+            for broken in breaks {
+                logger.warning("a claim kept another user waiting for the break time and was broken", metadata: [
+                    "holder": "\(broken.owner)", "holder-uid": "\(broken.user)",
+                    "paths": "\(broken.holds.map { "\($0.mode) \($0.path)" })",
+                    "held-for": "\(broken.holds.map { broken.at - $0.since }.max() ?? .zero)",
+                    "broken-by": "\(broken.brokenBy)", "broken-by-uid": "\(broken.brokenByUser)", "waited": "\(broken.waited)",
+                ])
+            }
+        }
         self.authority = ClaimAuthority(table: claims, hosts: options.hostCoverage)
         self.ownChanges = ownChanges
         self.watcher = watcher

@@ -36,6 +36,14 @@ public struct MountOptions: Sendable {
     /// enough for a program to finish an ordinary save of a large file; short enough that a
     /// stuck holder shows up as an error rather than a hang.
     public var claimTimeout: Duration = .seconds(30)
+    /// How long a claim of one user may keep another user waiting before it is broken (its
+    /// holder loses it and is told); nil: never. Like Linux's lease-break-time (45 s). A wait
+    /// that would end at the claim timeout breaks first, so the bound is the shorter of the two.
+    public var breakTime: Duration? = .seconds(45)
+
+    /// The break time the claim table applies: no later than the claim timeout, so that a
+    /// file operation held back by another user's claim goes on rather than fails.
+    public var effectiveBreakTime: Duration? { breakTime.map { min($0, claimTimeout) } }
     /// Opens for reading hold a read claim until their last release (writers wait for readers).
     public var strictReads = false
     /// What a commit syncs before and after its rename.
