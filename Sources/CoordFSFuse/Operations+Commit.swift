@@ -57,8 +57,13 @@ extension FileSystem {
         } catch {
             logger.error("commit failed; the committed file is unchanged", metadata: ["path": "\(nodes.path(of: save.node)?.description ?? "?")", "error": "\(error)"])
         }
-        save.discardIfFailed()
+        let nameless = save.discardIfFailed()
         activity.endSave(save)
         saveHandles.forget(save)
+        if let (directory, name) = nameless {
+            // A first save that failed (ENOSPC at its close) leaves no file: the kernel drops
+            // the owner's entry, and with it the node whose descriptor held the staged bytes.
+            notifier.notifyDeleted(directory: directory.id, child: save.node.id, name: name)
+        }
     }
 }

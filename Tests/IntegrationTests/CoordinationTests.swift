@@ -146,6 +146,24 @@ import Testing
         #expect(backing == ["f"], "no temp is left in the backing: \(backing)")
     }
 
+    /// Issue 32: a new file whose first save runs out of space leaves nothing behind: the
+    /// program gets ENOSPC, the name is gone from the mount (stat and listing) and from the
+    /// backing, and the staged bytes are given back at the close, so the next save fits.
+    /// (Before, the kernel kept the owner's entry, whose node held the unnamed temp: stat still
+    /// found the file and the space stayed taken until unmount.)
+    @Test func aFailedFirstSaveLeavesNoNameAndGivesItsSpaceBack() throws {
+        let scratch = try Scratch()
+        let small = try run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", scratch.backing])
+        try #require(small.status == 0, "\(small)")
+        defer { _ = try? run(["umount", "-l", scratch.backing]) }
+        try scratch.mount()
+        defer { scratch.unmount() }
+        let output = try Self.python("CoordinationTests/aFailedFirstSaveLeavesNothing", in: scratch.mountpoint)
+        #expect(output == "big failed ENOSPC\ngone True space back True\nnext 6291456\n", "\(output)")
+        let backing = try FileManager.default.contentsOfDirectory(atPath: scratch.backing)
+        #expect(backing == ["next"], "nothing of the failed save is left in the backing: \(backing)")
+    }
+
     // MARK: Views of a pending save
 
     /// Saves leave nothing of coordfs's in the backing and nothing of one version in another:

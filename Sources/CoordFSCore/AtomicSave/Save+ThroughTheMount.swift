@@ -19,15 +19,20 @@ extension Save {
     }
 
     /// Throws away uncommitted changes of a failed save at its end, keeping the committed file.
-    public func discardIfFailed() {
-        let threwAway = state.withLock { state in
-            guard state.failure != nil, state.writers == 0 else { return false }
+    /// Returns where the file would have been when it never had a name (its first save
+    /// failed): nothing of it is left, and whoever still shows that name must drop it.
+    @discardableResult
+    public func discardIfFailed() -> (directory: Node, name: FileName)? {
+        let (threwAway, nameless) = state.withLock { state -> (Bool, (Node, FileName)?) in
+            guard state.failure != nil, state.writers == 0 else { return (false, nil) }
             rollBackAppend(&state)
-            guard let staged = state.staged.take() else { return false }
+            let nameless = state.exists ? nil : (state.directory, state.name)
+            guard let staged = state.staged.take() else { return (false, nameless) }
             staged.discard(in: state.directory.directory)
-            return true
+            return (true, nameless)
         }
         if threwAway { Instruments.savesDiscarded.increment() }
+        return nameless
     }
 
     /// The owner renamed the file: the pending commit goes to the new name.
