@@ -443,10 +443,17 @@ public struct StatusReport: Sendable, Hashable, Codable {
     public var presenterRequests: [PresenterRequest]
     public var claims: Claims
     public var cluster: Cluster?
+    /// The per-user limits, and what each user the viewer may see keeps (absent from servers
+    /// before them).
+    public var userLimits: UserLimits?
+    public var users: [UserUsage]?
 
     public init(server: Server, connections: [Connection], events: Events, subscribers: [Subscriber], presenters: [Presenter],
-                presenterRequests: [PresenterRequest], claims: Claims, cluster: Cluster? = nil) {
+                presenterRequests: [PresenterRequest], claims: Claims, cluster: Cluster? = nil,
+                userLimits: UserLimits? = nil, users: [UserUsage]? = nil) {
         self.cluster = cluster
+        self.userLimits = userLimits
+        self.users = users
         self.server = server
         self.connections = connections
         self.events = events

@@ -19,6 +19,8 @@ public final class ControlServer: Sendable {
         public var maxPresentersPerConnection = 256
         public var maxClaimsPerConnection = 1024
         public var maxPathsPerClaim = 256
+        /// What one user may keep over all its connections (not root, nor the mount's owner).
+        public var perUser = UserLimits()
         /// How long a `claim` without `wait` waits.
         public var defaultClaimWait: Duration = .seconds(30)
         /// The longest wait a client may ask for.

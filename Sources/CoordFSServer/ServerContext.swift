@@ -1,5 +1,6 @@
 import CoordFSCore
 import CoordFSProtocol
+import Glibc
 import Logging
 import NIOCore
 import Synchronization
@@ -24,6 +25,8 @@ final class ServerContext: @unchecked Sendable {
     let options: ControlServer.Options
     let socketPath: String
     let started = ContinuousClock.now
+    /// The user who mounted: like root, bound only by the per-connection limits.
+    let ownerUID = geteuid()
     let decoder = WireFormat.makeDecoder()
     let ready: ReadyList
 
@@ -59,8 +62,10 @@ final class ServerContext: @unchecked Sendable {
     /// Sets up a new connection once its credentials are known.
     func accept(_ channel: any Channel, peer: PeerCredentials) -> EventLoopFuture<Void> {
         eventLoop.assertInEventLoop()
-        if stopping || sessions.count >= options.maxConnections {
+        let overUserLimit = isLimited(peer.uid) && usage(of: peer.uid).connections >= options.perUser.connections
+        if stopping || sessions.count >= options.maxConnections || overUserLimit {
             let reason = stopping ? ErrorDetail(code: .closing, message: "the server is stopping")
+                : overUserLimit ? ErrorDetail(code: .limit, message: userLimitMessage(peer.uid, "connections", options.perUser.connections))
                 : ErrorDetail(code: .limit, message: "too many connections (at most \(options.maxConnections))")
             channel.writeAndFlush(channel.allocator.buffer(bytes: ErrorReply(id: nil, error: reason).line))
                 .whenComplete { _ in channel.close(promise: nil) }
@@ -73,6 +78,31 @@ final class ServerContext: @unchecked Sendable {
         return eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.addHandler(ConnectionHandler(session: session, maxLineBytes: options.maxLineBytes))
         }
+    }
+
+    // MARK: Per-user limits
+
+    /// Whether `UserLimits` bind `uid`: every user but root and the mount's owner.
+    func isLimited(_ uid: UInt32) -> Bool {
+        uid != 0 && uid != ownerUID
+    }
+
+    /// What `uid` keeps now, over all its connections (a scan: there are at most
+    /// `maxConnections` sessions, and only requests that add something ask).
+    func usage(of uid: UInt32) -> UserUsage {
+        var usage = UserUsage(uid: uid, connections: 0, subscriptions: 0, presenters: 0, claims: 0, limited: isLimited(uid))
+        for session in sessions.values where session.peer.uid == uid {
+            usage.connections += 1
+            usage.subscriptions += session.subscriptions.count
+            usage.presenters += session.presenters.count
+            usage.claims += session.held.count + session.waiting.count
+        }
+        return usage
+    }
+
+    /// The error a request gets past a per-user limit.
+    func userLimitMessage(_ uid: UInt32, _ what: String, _ limit: Int, flag: String? = nil) -> String {
+        "uid \(uid) has \(limit) \(what), the most one user may keep (--user-limit \(flag ?? what)=N)"
     }
 
     private func drainReady() {

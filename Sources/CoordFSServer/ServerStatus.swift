@@ -51,7 +51,11 @@ extension ServerContext {
                                               paths: $0.holds.filter { visible($0.path) }.map(\.path.filePath),
                                               by: ClaimOwnerRecord($0.brokenBy), byUid: $0.brokenByUser,
                                               waited: $0.waited.seconds, ago: (now - $0.at).seconds)
-            }))
+            }),
+            userLimits: options.perUser,
+            users: Set(sessions.values.map(\.peer.uid)).sorted()
+                .filter { viewer.peer.uid == 0 || viewer.peer.uid == ownerUID || $0 == viewer.peer.uid }
+                .map { usage(of: $0) })
     }
 }
 

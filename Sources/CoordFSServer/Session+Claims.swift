@@ -21,6 +21,7 @@ extension Session {
         guard held.count + waiting.count < options.maxClaimsPerConnection else {
             return fail(id, .limit, "at most \(options.maxClaimsPerConnection) claims held or waiting per connection")
         }
+        if let refusal = overUserLimit(\.claims, \.claims, "claims held or waiting", flag: "claims") { return fail(id, .limit, refusal) }
         guard waiting[id] == nil else {
             return fail(id, .badRequest, "a claim with id \(id) is still waiting; use another id")
         }

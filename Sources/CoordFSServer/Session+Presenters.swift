@@ -11,6 +11,7 @@ extension Session {
         guard presenters.count < context.options.maxPresentersPerConnection else {
             return fail(id, .limit, "at most \(context.options.maxPresentersPerConnection) presenters per connection")
         }
+        if let refusal = overUserLimit(\.presenters, \.presenters, "presenters") { return fail(id, .limit, refusal) }
         let path: MountPath
         switch admit(body.path) {
         case .failure(let detail): return fail(id, detail)
@@ -26,6 +27,7 @@ extension Session {
             access.canMake(change, path, uid: peer.uid, gid: peer.gid, pid: peer.pid)
         }
         let registration = context.presenters.register(path, answers: answers, ownerPid: peer.pid, label: label,
+                                                       user: context.isLimited(peer.uid) ? peer.uid : nil,
                                                        mayMake: mayMake) { message in
             context.eventLoop.execute {
                 context.sessions[sessionID]?.presenterMessage(message)

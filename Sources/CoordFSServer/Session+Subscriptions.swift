@@ -12,6 +12,7 @@ extension Session {
         guard subscriptions.count < context.options.maxSubscriptionsPerConnection else {
             return fail(id, .limit, "at most \(context.options.maxSubscriptionsPerConnection) subscriptions per connection")
         }
+        if let refusal = overUserLimit(\.subscriptions, \.subscriptions, "subscriptions") { return fail(id, .limit, refusal) }
         let path: MountPath
         switch admit(body.path) {
         case .failure(let detail): return fail(id, detail)

@@ -185,6 +185,15 @@ final class Session {
 
     /// A path the client names: well formed, and one its user could read (or could see is
     /// missing from a directory it can read).
+    /// The refusal of one more of something past this user's limit, nil while under it.
+    func overUserLimit(_ used: KeyPath<UserUsage, Int>, _ limit: KeyPath<UserLimits, Int>, _ what: String,
+                       flag: String? = nil) -> String? {
+        guard context.isLimited(peer.uid) else { return nil }
+        let most = context.options.perUser[keyPath: limit]
+        guard context.usage(of: peer.uid)[keyPath: used] >= most else { return nil }
+        return context.userLimitMessage(peer.uid, what, most, flag: flag)
+    }
+
     func admit(_ wire: FilePath) -> Result<MountPath, ErrorDetail> {
         let path: MountPath
         switch parseWirePath(wire) {

@@ -67,6 +67,9 @@ struct Mount: ParsableCommand {
     @Option(help: ArgumentHelp("Seconds an operation waits for a conflicting claim before it fails with EBUSY (default 30).", valueName: "seconds"))
     var claimTimeout: Double = 30
 
+    @Option(help: ArgumentHelp("What one user may keep in the daemon over all its connections, KIND=N (repeatable): connections (default 64), subscriptions (1024), presenters (256), claims held or waiting (1024), asks unanswered by its presenters (256). Root and the user who mounted are not limited.", valueName: "kind=n"))
+    var userLimit: [String] = []
+
     @Option(help: ArgumentHelp("Seconds a claim of one user may keep another user waiting before it is broken and its holder told (default 45, and never past --claim-timeout; 0: never).", valueName: "seconds"))
     var breakTime: Double = 45
 
@@ -121,12 +124,27 @@ struct Mount: ParsableCommand {
     @Option(help: ArgumentHelp("Where a background mount writes its log (default: discarded).", valueName: "path"), completion: .file(), transform: ExactArguments.display)
     var logFile: String?
 
+    /// The `--user-limit KIND=N` options over the defaults.
+    var userLimits: UserLimits {
+        get throws {
+            var limits = UserLimits()
+            for text in userLimit {
+                let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
+                guard parts.count == 2, let value = Int(parts[1]), value >= 1, limits.set(parts[0], to: value) else {
+                    throw ValidationError("--user-limit takes KIND=N with N at least 1 and KIND one of \(UserLimits.names.joined(separator: ", ")): \(text)")
+                }
+            }
+            return limits
+        }
+    }
+
     func validate() throws {
         guard attrTimeout >= 0, entryTimeout >= 0 else { throw ValidationError("timeouts cannot be negative") }
         guard threads >= 1 else { throw ValidationError("--threads must be at least 1") }
         if let maxNodes, maxNodes < 64 { throw ValidationError("--max-nodes must be at least 64") }
         guard claimTimeout > 0 else { throw ValidationError("--claim-timeout must be more than 0") }
         guard breakTime >= 0, breakTime.isFinite else { throw ValidationError("--break-time must be 0 (never) or more") }
+        _ = try userLimits
         guard presenterTimeout > 0 else { throw ValidationError("--presenter-timeout must be more than 0") }
         guard socketPermissions != nil else { throw ValidationError("--socket-mode must be an octal mode such as 600 or 666") }
         if noWatchBacking, watchBacking != nil { throw ValidationError("--no-watch-backing and --watch-backing exclude each other") }
@@ -166,6 +184,7 @@ struct Mount: ParsableCommand {
         options.maxNodes = maxNodes
         options.claimTimeout = .milliseconds(Int64(claimTimeout * 1000))
         options.breakTime = breakTime == 0 ? nil : .milliseconds(Int64(breakTime * 1000))
+        options.presenterAsksPerUser = ((try? userLimits) ?? UserLimits()).asks
         options.presenterTimeout = .milliseconds(Int64(presenterTimeout * 1000))
         options.strictReads = strictReads
         options.durability = durability
@@ -351,6 +370,7 @@ struct Mount: ParsableCommand {
                                     logger: Logger) throws(ControlSocketError) -> ControlServer {
         var serverOptions = ControlServer.Options()
         serverOptions.defaultClaimWait = .milliseconds(Int64(claimTimeout * 1000))
+        serverOptions.perUser = (try? userLimits) ?? UserLimits()
         return try ControlServer.start(socketPath: socketPath, mode: socketPermissions!, mount: mount,
                                        logger: logger, options: serverOptions, cluster: clusterStatus(cluster))
     }

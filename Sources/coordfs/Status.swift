@@ -84,6 +84,12 @@ struct Status: ParsableCommand {
         section(&lines, "claims broken (held another user back for the break time)", report.claims.broken ?? []) { broken in
             "\(broken.paths, separator: ", ")  \(broken.owner) (uid \(broken.uid))  for \(broken.by) (uid \(broken.byUid)), who waited \(formatDuration(broken.waited))  \(formatDuration(broken.ago)) ago"
         }
+        if let limits = report.userLimits, let users = report.users {
+            lines.append("per-user limits: \(limits.connections) connections, \(limits.subscriptions) subscriptions, \(limits.presenters) presenters, \(limits.claims) claims, \(limits.asks) unanswered asks (not for root or the mount's owner)")
+            section(&lines, "users", users) { user in
+                "uid \(user.uid)  \(user.connections) connections, \(user.subscriptions) subscriptions, \(user.presenters) presenters, \(user.claims) claims\(user.limited ? "" : "  (not limited)")"
+            }
+        }
         section(&lines, "presenters", report.presenters) { presenter in
             let answers = presenter.answers.isEmpty ? "notifications only" : presenter.answers.map(\.rawValue).joined(separator: ",")
             let session = presenter.session.map { "session \($0), " } ?? ""

@@ -94,6 +94,25 @@ private let fakeTree: @Sendable (Int32, Int32) -> Bool = { pid, root in pid == r
         #expect(!registry.ask(.accommodateDeletion, path: path("/docs/g"), requester: 400, timeout: .seconds(20)) { _ in })
     }
 
+    /// The presenters of one limited user have at most `maxAsksPerUser` asks unanswered, over
+    /// all of them; past it they are skipped until they answer. Unlimited ones are always asked.
+    @Test func aUsersUnansweredAsksAreBounded() {
+        let registry = PresenterRegistry(isInTree: fakeTree, maxAsksPerUser: 2)
+        let first = Inbox(), second = Inbox(), unlimited = Inbox()
+        _ = registry.register(path("/a"), answers: [.save], ownerPid: 200, user: 7, deliver: first.deliver)
+        _ = registry.register(path("/b"), answers: [.save], ownerPid: 201, user: 7, deliver: second.deliver)
+        _ = registry.register(path("/a"), answers: [.save], ownerPid: 300, deliver: unlimited.deliver)
+        #expect(registry.ask(.save, path: path("/a"), requester: 1, timeout: .seconds(20)) { _ in })
+        #expect(registry.ask(.save, path: path("/b"), requester: 1, timeout: .seconds(20)) { _ in })
+        #expect(!registry.ask(.save, path: path("/b"), requester: 1, timeout: .seconds(20)) { _ in }, "user 7 has 2 unanswered")
+        #expect(registry.ask(.save, path: path("/a"), requester: 1, timeout: .seconds(20)) { _ in }, "the unlimited one still is asked")
+        #expect(first.requests.count == 1 && second.requests.count == 1 && unlimited.requests.count == 2)
+        let answered = first.requests[0]
+        registry.answer(request: answered.id, presenter: answered.presenter, ok: true)
+        #expect(registry.ask(.save, path: path("/b"), requester: 1, timeout: .seconds(20)) { _ in }, "one answered: room for one more")
+        #expect(second.requests.count == 2)
+    }
+
     @Test func askWaitsForEveryAnswerThenProceeds() async throws {
         let registry = PresenterRegistry(isInTree: fakeTree)
         let first = Inbox(), second = Inbox()

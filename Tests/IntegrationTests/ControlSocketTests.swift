@@ -477,6 +477,42 @@ import Testing
         }
     }
 
+    /// Issue 32: what one user may keep in the daemon is bounded over all its connections, with
+    /// a clear `limit` error past it, and status shows the limits and the user's use; root,
+    /// the mount's owner here, is not bound by them.
+    @Test func oneUserCannotKeepMoreThanItsLimits() throws {
+        try withMount(["--allow-other", "--socket-mode", "666", "--user-limit", "connections=2", "--user-limit", "subscriptions=2",
+                       "--user-limit", "presenters=2", "--user-limit", "claims=2"]) { scratch in
+            try "shared\n".write(toFile: scratch.mountpoint + "/shared.txt", atomically: false, encoding: .utf8)
+            #expect(chmod(scratch.mountpoint + "/shared.txt", 0o644) == 0)
+            let result = try run(["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
+                                  pythonScript("ControlSocketTests/userLimits"), scratch.mountpoint], in: scratch.root)
+            #expect(result.status == 0, "\(result)")
+            let limit = "the most one user may keep"
+            let lines = result.output.split(separator: "\n").map(String.init)
+            #expect(lines.count == 14, "\(result.output)")
+            #expect(lines.prefix(3) == ["connection 1 ok", "connection 2 ok",
+                                        "connection 3 limit: uid 65534 has 2 connections, \(limit) (--user-limit connections=N)"], "\(result.output)")
+            for (kind, what, flag) in [("subscription", "subscriptions", "subscriptions"), ("presenter", "presenters", "presenters"),
+                                       ("claim", "claims held or waiting", "claims")] {
+                #expect(lines.contains("\(kind) 1 ok") && lines.contains("\(kind) 2 ok")
+                        && lines.contains("\(kind) 3 limit: uid 65534 has 2 \(what), \(limit) (--user-limit \(flag)=N)"), "\(result.output)")
+            }
+            #expect(lines.contains(#"limits {"asks": 256, "claims": 2, "connections": 2, "presenters": 2, "subscriptions": 2}"#), "\(result.output)")
+            #expect(lines.contains(#"users [{"claims": 2, "connections": 2, "limited": true, "presenters": 2, "subscriptions": 2, "uid": 65534}]"#),
+                    "another user sees only itself: \(result.output)")
+
+            // Root is not limited: three connections and three subscriptions on them.
+            let clients = try (0..<3).map { _ in try Self.connect(to: scratch) }
+            for (number, client) in clients.enumerated() {
+                #expect(try client.request(#"{"id":\#(number),"op":"subscribe","path":"/"}"#).ok != nil)
+            }
+            let status = try Self.status(of: scratch)
+            let users = status["users"] as? [[String: Any]] ?? []
+            #expect(users.contains { $0["uid"] as? Int == 0 && $0["limited"] as? Bool == false }, "\(status)")
+        }
+    }
+
     /// On a shared socket (0666) another user connects, but may not watch a directory it
     /// cannot read, and while it watches the whole mount it sees nothing of what happens in
     /// such a directory, only what happens where it could look. Root's own watcher is the

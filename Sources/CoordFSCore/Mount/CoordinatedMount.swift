@@ -72,7 +72,8 @@ public final class CoordinatedMount: Sendable {
         let processes = ProcessFacts()
         self.processes = processes
         self.events = EventHub()
-        self.presenters = PresenterRegistry(isInTree: { pid, root in processes.isInTree(pid, rootedAt: root) })
+        self.presenters = PresenterRegistry(isInTree: { pid, root in processes.isInTree(pid, rootedAt: root) },
+                                            maxAsksPerUser: options.presenterAsksPerUser)
         self.claims = ClaimTable(breakAfter: options.effectiveBreakTime)
         claims.onBreak { breaks in
             for broken in breaks {

@@ -57,6 +57,9 @@ public struct MountOptions: Sendable {
     /// How long an access waits for presenters to answer before it goes on without them.
     /// Presenters answer in milliseconds when they work; a stuck one costs each access this much.
     public var presenterTimeout: Duration = .seconds(5)
+    /// Unanswered asks the presenters of one user (not root, nor the mount's owner) may have;
+    /// past it they are skipped until they answer some.
+    public var presenterAsksPerUser = 256
     /// The control socket's path, told to clients through the `user.coordfs.control` attribute
     /// of every item; nil when the mount serves no socket (the attribute is then absent).
     public var controlSocket: String?

@@ -10,6 +10,8 @@ public final class PresenterRegistration: @unchecked Sendable {
     public let answers: PresenterRequestKinds
     public let ownerPid: Int32
     public let label: String
+    /// The user whose asks count against `maxAsksPerUser`; nil for presenters not limited.
+    public let user: UInt32?
     /// Whether the presenter's user could itself make `change` to a path; nil for presenters
     /// that may hold back anything (root's, the daemon's own).
     fileprivate let mayMake: (@Sendable (PresentedChange, MountPath) -> Bool)?
@@ -27,13 +29,14 @@ public final class PresenterRegistration: @unchecked Sendable {
     fileprivate var isUnresponsive = false
 
     fileprivate init(id: UInt64, path: MountPath, answers: PresenterRequestKinds, ownerPid: Int32, label: String,
-                     mayMake: (@Sendable (PresentedChange, MountPath) -> Bool)?,
+                     user: UInt32?, mayMake: (@Sendable (PresentedChange, MountPath) -> Bool)?,
                      deliver: @escaping @Sendable (PresenterMessage) -> Void) {
         self.id = id
         self.path = path
         self.answers = answers
         self.ownerPid = ownerPid
         self.label = label
+        self.user = user
         self.mayMake = mayMake
         self.deliver = deliver
     }
@@ -81,12 +84,18 @@ public final class PresenterRegistry: Sendable {
     private let registrationCount = Atomic<Int>(0)
 
     private let isInTree: @Sendable (_ pid: Int32, _ root: Int32) -> Bool
+    private let maxAsksPerUser: Int
     private let timers = DispatchQueue(label: "coordfs.presenter-deadlines")
 
-    /// - Parameter isInTree: whether `pid` is `root` or a descendant of it; a presenter is not
-    ///   asked about, nor told of, what its own process tree does.
-    public init(isInTree: @escaping @Sendable (_ pid: Int32, _ root: Int32) -> Bool = ProcessFacts.isInTreeRule) {
+    /// - Parameters:
+    ///   - isInTree: whether `pid` is `root` or a descendant of it; a presenter is not asked
+    ///     about, nor told of, what its own process tree does.
+    ///   - maxAsksPerUser: unanswered asks the presenters of one (limited) user may have; past
+    ///     it they are skipped, as a silent presenter is, until they answer some.
+    public init(isInTree: @escaping @Sendable (_ pid: Int32, _ root: Int32) -> Bool = ProcessFacts.isInTreeRule,
+                maxAsksPerUser: Int = 256) {
         self.isInTree = isInTree
+        self.maxAsksPerUser = maxAsksPerUser
     }
 
     // MARK: Registration
@@ -96,11 +105,12 @@ public final class PresenterRegistry: Sendable {
     /// `mayMake` says whether the presenter's user could make a change itself: it is asked
     /// only about those (called outside the registry's lock; it may read the backing).
     public func register(_ path: MountPath, answers: PresenterRequestKinds, ownerPid: Int32, label: String = "",
-                         mayMake: (@Sendable (PresentedChange, MountPath) -> Bool)? = nil,
+                         user: UInt32? = nil, mayMake: (@Sendable (PresentedChange, MountPath) -> Bool)? = nil,
                          deliver: @escaping @Sendable (PresenterMessage) -> Void) -> PresenterRegistration {
         state.withLock { state in
             let registration = PresenterRegistration(id: state.nextRegistrationID, path: path, answers: answers,
-                                                     ownerPid: ownerPid, label: label, mayMake: mayMake, deliver: deliver)
+                                                     ownerPid: ownerPid, label: label, user: user, mayMake: mayMake,
+                                                     deliver: deliver)
             state.nextRegistrationID += 1
             state.registrations.append(registration)
             adjustCounts(for: registration.answers, by: 1)
@@ -189,7 +199,14 @@ public final class PresenterRegistry: Sendable {
         let started = ContinuousClock.now
         let deadline = started.advanced(by: timeout)
         let sends: [(PresenterRegistration, PresenterRequest)]? = state.withLock { state in
-            let live = chosen.filter { $0.isActive && !$0.isUnresponsive }
+            var asksOf = Self.unansweredAsksByUser(state, of: chosen)
+            let live = chosen.filter { registration in
+                guard registration.isActive && !registration.isUnresponsive else { return false }
+                guard let user = registration.user else { return true }
+                guard asksOf[user, default: 0] < maxAsksPerUser else { return false }
+                asksOf[user, default: 0] += 1
+                return true
+            }
             guard !live.isEmpty else { return nil }
             let id = state.nextRequestID
             state.nextRequestID += 1
@@ -211,6 +228,23 @@ public final class PresenterRegistry: Sendable {
             registration.deliver(.request(request))
         }
         return true
+    }
+
+    /// How many asks each user among `chosen`'s limited ones has unanswered: a scan of the open
+    /// requests, which only asks that reach a limited user's presenter pay for.
+    private static func unansweredAsksByUser(_ state: State, of chosen: [PresenterRegistration]) -> [UInt32: Int] {
+        let users = Set(chosen.compactMap(\.user))
+        guard !users.isEmpty, !state.pending.isEmpty else { return [:] }
+        let userOf = Dictionary(uniqueKeysWithValues: state.registrations.compactMap { registration in
+            registration.user.flatMap { users.contains($0) ? (registration.id, $0) : nil }
+        })
+        var counts: [UInt32: Int] = [:]
+        for ask in state.pending.values {
+            for id in ask.awaiting.keys {
+                if let user = userOf[id] { counts[user, default: 0] += 1 }
+            }
+        }
+        return counts
     }
 
     /// Records a presenter's answer. Returns false when the request is no longer waiting for
