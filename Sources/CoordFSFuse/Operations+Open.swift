@@ -183,7 +183,7 @@ extension FileSystem {
     /// from the file the name holds (`checkNotReplacedElsewhere`, only here: a save in
     /// progress is this host's, and the last release may end it between a look and the join).
     private func saveForWriting(_ node: Node, owner: ClaimOwner, startedAt path: MountPath?) throws(Errno) -> Save {
-        if let existing = activity.joinSave(of: node) { return existing }
+        if let existing = activity.joinSave(of: node, by: owner) { return existing }
         try checkNotReplacedElsewhere(node, startedAt: path)
         guard let (directory, name) = nodes.location(of: node) else { throw .noSuchFileOrDirectory }
         // With other hosts, no append goes to the shared file ahead of its commit: they would

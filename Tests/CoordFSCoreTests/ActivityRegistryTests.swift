@@ -26,7 +26,7 @@ import Testing
         let (node, first) = try fixture.save(of: "doc")
         let other = try fixture.lookUp("other")
         #expect(!registry.hasSaves)
-        #expect(registry.joinSave(of: node) == nil)
+        #expect(registry.joinSave(of: node, by: fixture.owner) == nil)
         #expect(!registry.needsFreshAttributes(node))
 
         #expect(registry.installSave(first) === first)
@@ -40,7 +40,7 @@ import Testing
         let (_, second) = try fixture.save(of: "doc")
         #expect(registry.installSave(second) === first)
         #expect(second.hasNoWriters)
-        #expect(registry.joinSave(of: node) === first)
+        #expect(registry.joinSave(of: node, by: fixture.owner) === first)
 
         registry.endSave(first)
         #expect(registry.save(of: node) === first, "a save with writers stays")
@@ -51,7 +51,16 @@ import Testing
         #expect(registry.save(of: node) == nil)
         #expect(!registry.hasSaves)
         #expect(!registry.needsFreshAttributes(node))
-        #expect(registry.joinSave(of: node) == nil)
+        #expect(registry.joinSave(of: node, by: fixture.owner) == nil)
+
+        // Another owner meets a staged save only after its owner's claim was broken: the save
+        // is set aside (its handles go on with it) and the other starts its own.
+        let (_, broken) = try fixture.save(of: "doc")
+        #expect(registry.installSave(broken) === broken)
+        #expect(registry.joinSave(of: node, by: .process(1)) == nil)
+        #expect(registry.save(of: node) == nil && !registry.hasSaves)
+        #expect(broken.removeWriter())
+        registry.endSave(broken)
 
         // Ending a save that is no longer in force leaves the one that is.
         let (_, third) = try fixture.save(of: "doc")

@@ -155,7 +155,7 @@ private final class MountFixture {
         let before = node.identity
         let save = Save(node: node, owner: .process(writer.pid), committed: try mount.reopen(node, flags: O_RDONLY),
                         directory: mount.nodes.root, name: "doc", staging: mount.staging)
-        #expect(mount.activity.joinSave(of: node) == nil)
+        #expect(mount.activity.joinSave(of: node, by: .process(writer.pid)) == nil)
         #expect(mount.activity.installSave(save) === save)
         try fixture.replaceBehind("doc", with: Array("theirs".utf8))
         #expect(!mount.followReplacement(of: node, in: mount.nodes.root, named: "doc"), "this host's save decides what the file becomes")

@@ -477,6 +477,38 @@ import Testing
         }
     }
 
+    /// A writer of another user that keeps a file open past the break time loses its claim,
+    /// not its save: root's write goes on after the break time with a save of its own (root
+    /// reads its version at once), and the other's save commits whole at its own close; it
+    /// finds root's commit since it began, so root's version is kept beside it as a conflict
+    /// copy: nothing is lost, and no file mixes the two (before, root joined the other's save
+    /// and the file ended as "root\ny\n").
+    @Test func aBrokenWritersSaveCommitsWholeOnItsOwn() throws {
+        try withMount(["--allow-other", "--break-time", "1"]) { scratch in
+            let file = scratch.mountpoint + "/f"
+            try "orig\n".write(toFile: file, atomically: false, encoding: .utf8)
+            #expect(chmod(file, 0o666) == 0)
+            let writer = try ChildProcess(["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
+                                           "import sys, time\nf = open(sys.argv[1], 'w')\nf.write('nobody\\n')\nf.flush()\nprint('open', flush=True)\n"
+                                           + "time.sleep(3)\nf.close()\nprint('closed', flush=True)", file],
+                                          in: scratch.root, output: scratch.root + "/writer.out")
+            defer { writer.stop() }
+            #expect(writer.eventuallyPrints("open"), "\(writer.output)")
+            let started = ContinuousClock.now
+            let root = try shell("echo root > f && cat f", in: scratch.mountpoint)
+            #expect(root.status == 0 && root.output == "root\n", "\(root)")
+            #expect(ContinuousClock.now - started >= .milliseconds(900), "root waited the break time")
+            #expect(writer.waitForExit(within: .seconds(20)) && writer.output.contains("closed"), "\(writer.output)")
+            #expect(eventually { (try? String(contentsOfFile: file, encoding: .utf8)) == "nobody\n" },
+                    "\((try? String(contentsOfFile: file, encoding: .utf8)) ?? "?")")
+            let backing = try FileManager.default.contentsOfDirectory(atPath: scratch.backing).sorted()
+            #expect(backing.count == 2 && backing.first == "f" && backing.last?.hasPrefix("f.conflict-") == true, "\(backing)")
+            if let copy = backing.last {
+                #expect(try String(contentsOfFile: scratch.backing + "/" + copy, encoding: .utf8) == "root\n")
+            }
+        }
+    }
+
     /// Issue 32: what one user may keep in the daemon is bounded over all its connections, with
     /// a clear `limit` error past it, and status shows the limits and the user's use; root,
     /// the mount's owner here, is not bound by them.

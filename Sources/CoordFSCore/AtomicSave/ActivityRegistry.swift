@@ -85,14 +85,29 @@ public final class ActivityRegistry: Sendable {
         return state.withLock { $0.files[node.id]?.save }
     }
 
-    /// Adds a writer to the node's save, if it has one. Under the registry's lock, so a save
-    /// that has just lost its last writer is either joined or ended, never both.
-    public func joinSave(of node: Node) -> Save? {
+    /// Adds a writer to the node's save, if it has one that `owner` may share: its own, or one
+    /// gone in place. Under the registry's lock, so a save that has just lost its last writer is
+    /// either joined or ended, never both.
+    ///
+    /// Another owner's staged save is met only when that owner's claim was broken (its write
+    /// claim keeps everyone else out until then): that save is set aside, nil is returned, and
+    /// the opener starts its own from the committed file. The one set aside goes on for the
+    /// handles that hold it and commits at their last close, whole, as any save does.
+    public func joinSave(of node: Node, by owner: ClaimOwner) -> Save? {
         guard hasSaves else { return nil }
         return state.withLock { state in
-            guard let save = state.files[node.id]?.save else { return nil }
-            save.addWriter()
-            return save
+            guard let activity = state.files[node.id], let save = activity.save else { return nil }
+            if save.owner == owner || save.writesInPlace {
+                save.addWriter()
+                return save
+            }
+            activity.save = nil
+            saveCount.subtract(1, ordering: .relaxed)
+            if activity.saveIsMapped {
+                activity.saveIsMapped = false
+                mappedSaveCount.subtract(1, ordering: .relaxed)
+            }
+            return nil
         }
     }
 
