@@ -48,15 +48,21 @@ public struct StatusReport: Sendable, Hashable, Codable {
         public var oldest: UInt64
         public var history: Int
         public var historyCapacity: Int
+        /// What the history keeps, and may keep, in bytes (absent from servers before them).
+        public var historyBytes: Int?
+        public var historyByteCapacity: Int?
         public var subscribers: Int
         public var dropped: UInt64
         public var overflows: UInt64
 
-        public init(sequence: UInt64, oldest: UInt64, history: Int, historyCapacity: Int, subscribers: Int, dropped: UInt64, overflows: UInt64) {
+        public init(sequence: UInt64, oldest: UInt64, history: Int, historyCapacity: Int, historyBytes: Int? = nil,
+                    historyByteCapacity: Int? = nil, subscribers: Int, dropped: UInt64, overflows: UInt64) {
             self.sequence = sequence
             self.oldest = oldest
             self.history = history
             self.historyCapacity = historyCapacity
+            self.historyBytes = historyBytes
+            self.historyByteCapacity = historyByteCapacity
             self.subscribers = subscribers
             self.dropped = dropped
             self.overflows = overflows

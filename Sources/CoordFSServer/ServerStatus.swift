@@ -43,7 +43,8 @@ extension ServerContext {
             connections: ordered.map { .init(session: $0.id, pid: $0.peer.pid, uid: $0.peer.uid, client: $0.client,
                                              age: (now - $0.connected).seconds) },
             events: .init(sequence: statistics.sequence, oldest: statistics.oldestInHistory, history: statistics.historyCount,
-                          historyCapacity: statistics.historyCapacity, subscribers: statistics.subscribers,
+                          historyCapacity: statistics.historyCapacity, historyBytes: statistics.historyBytes,
+                          historyByteCapacity: statistics.historyByteCapacity, subscribers: statistics.subscribers,
                           dropped: statistics.dropped, overflows: statistics.overflows),
             subscribers: subscribers, presenters: presenterList, presenterRequests: requests,
             claims: .init(held: held, waiting: waiting, broken: claims.recentBreaks.filter { $0.holds.contains { visible($0.path) } }.map {

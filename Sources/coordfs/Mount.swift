@@ -67,6 +67,12 @@ struct Mount: ParsableCommand {
     @Option(help: ArgumentHelp("Seconds an operation waits for a conflicting claim before it fails with EBUSY (default 30).", valueName: "seconds"))
     var claimTimeout: Double = 30
 
+    @Option(help: ArgumentHelp("Events kept for subscribers to replay (--since) at most (default 65536).", valueName: "count"))
+    var eventHistory: Int = EventHub.defaultHistoryCapacity
+
+    @Option(help: ArgumentHelp("MiB the kept events may take at most; the oldest go first (default 16).", valueName: "MiB"))
+    var eventHistoryMib: Int = EventHub.defaultHistoryBytes >> 20
+
     @Option(help: ArgumentHelp("What one user may keep in the daemon over all its connections, KIND=N (repeatable): connections (default 64), subscriptions (1024), presenters (256), claims held or waiting (1024), asks unanswered by its presenters (256). Root and the user who mounted are not limited.", valueName: "kind=n"))
     var userLimit: [String] = []
 
@@ -145,6 +151,7 @@ struct Mount: ParsableCommand {
         guard claimTimeout > 0 else { throw ValidationError("--claim-timeout must be more than 0") }
         guard breakTime >= 0, breakTime.isFinite else { throw ValidationError("--break-time must be 0 (never) or more") }
         _ = try userLimits
+        guard eventHistory >= 1, eventHistoryMib >= 1 else { throw ValidationError("--event-history and --event-history-mib must be at least 1") }
         guard presenterTimeout > 0 else { throw ValidationError("--presenter-timeout must be more than 0") }
         guard socketPermissions != nil else { throw ValidationError("--socket-mode must be an octal mode such as 600 or 666") }
         if noWatchBacking, watchBacking != nil { throw ValidationError("--no-watch-backing and --watch-backing exclude each other") }
@@ -185,6 +192,8 @@ struct Mount: ParsableCommand {
         options.claimTimeout = .milliseconds(Int64(claimTimeout * 1000))
         options.breakTime = breakTime == 0 ? nil : .milliseconds(Int64(breakTime * 1000))
         options.presenterAsksPerUser = ((try? userLimits) ?? UserLimits()).asks
+        options.eventHistory = eventHistory
+        options.eventHistoryBytes = eventHistoryMib << 20
         options.presenterTimeout = .milliseconds(Int64(presenterTimeout * 1000))
         options.strictReads = strictReads
         options.durability = durability

@@ -73,7 +73,7 @@ struct Status: ParsableCommand {
 
         let events = report.events
         lines.append("")
-        lines.append("events: sequence \(events.sequence), history \(events.history)/\(events.historyCapacity) (from \(events.oldest)), \(events.subscribers) subscriber\(events.subscribers == 1 ? "" : "s"), dropped \(events.dropped), overflows \(events.overflows)")
+        lines.append("events: sequence \(events.sequence), history \(events.history)/\(events.historyCapacity)\(events.historyBytes.map { " in \(Self.mebibytes($0))" } ?? "")\(events.historyByteCapacity.map { "/\(Self.mebibytes($0))" } ?? "") (from \(events.oldest)), \(events.subscribers) subscriber\(events.subscribers == 1 ? "" : "s"), dropped \(events.dropped), overflows \(events.overflows)")
 
         section(&lines, "claims held", report.claims.held) { holder in
             "\(holder.path)  \(holder.mode)  \(holder.owner)  for \(formatDuration(holder.held))"
@@ -120,6 +120,11 @@ struct Status: ParsableCommand {
             "session \(connection.session)  pid \(connection.pid)  uid \(connection.uid)  \(connection.client ?? "-")  for \(formatDuration(connection.age))"
         }
         return OutputLine(bytes: Array(lines.map(\.bytes).joined(separator: [UInt8(ascii: "\n")])))
+    }
+
+    /// "3.2 MiB".
+    private static func mebibytes(_ bytes: Int) -> String {
+        "\((Double(bytes) / 1_048_576 * 10).rounded() / 10) MiB"
     }
 
     private static func section<Item>(_ lines: inout [OutputLine], _ title: String, _ items: [Item], _ describe: (Item) -> OutputLine) {

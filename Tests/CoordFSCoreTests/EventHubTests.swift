@@ -199,6 +199,29 @@ private final class WakeCounter: Sendable {
         #expect(drainAll(tooOld).events.map(\.sequence) == [11])
     }
 
+    /// Issue 32: the history is bounded in bytes as well as events, and what an event keeps
+    /// follows the length of its paths: a move 20 levels deep keeps a few hundred bytes, not
+    /// an array of names per path. Replay still gives the events back exactly.
+    @Test func theHistoryIsBoundedInBytesAndKeepsEventsByTheirPathsLength() {
+        let deep = "/" + (0..<20).map { "d\($0)" }.joined(separator: "/")
+        let hub = EventHub(historyCapacity: 1_000, historyBytes: 16 << 10)
+        publish(hub, .moved, deep + "/a", to: deep + "/b")
+        let one = hub.statistics().historyBytes
+        #expect(one > 2 * deep.utf8.count && one < 512, "a deep move keeps \(one) bytes")
+        for _ in 2...1_000 { publish(hub, .moved, deep + "/a", to: deep + "/b") }
+        let statistics = hub.statistics()
+        #expect(statistics.historyBytes <= 16 << 10 && statistics.historyBytes > (16 << 10) - one, "\(statistics)")
+        #expect(statistics.historyCount == statistics.historyBytes / one, "\(statistics)")
+        #expect(statistics.oldestInHistory == 1_001 - UInt64(statistics.historyCount))
+        let replay = hub.subscribe(to: .root, recursive: true, since: statistics.oldestInHistory - 1) {}
+        let events = drainAll(replay).events
+        #expect(events.count == statistics.historyCount)
+        #expect(events.first?.sequence == statistics.oldestInHistory && events.last?.sequence == 1_000)
+        #expect(events.allSatisfy { $0.kind == .moved && $0.path == path(deep + "/a") && $0.destination == path(deep + "/b") && $0.origin == origin })
+        let tooOld = hub.subscribe(to: .root, recursive: true, since: statistics.oldestInHistory - 2) {}
+        #expect(tooOld.start == .resync(oldestAvailable: statistics.oldestInHistory, current: 1_000))
+    }
+
     @Test func replayAppliesMovesInOrder() {
         let hub = EventHub()
         publish(hub, .changed, "/old/f")

@@ -61,6 +61,9 @@ public struct EventHubStatistics: Sendable, Hashable {
     public var sequence: UInt64
     public var historyCount: Int
     public var historyCapacity: Int
+    /// What the history keeps now, and may keep, in bytes.
+    public var historyBytes: Int
+    public var historyByteCapacity: Int
     /// The oldest sequence number a `since` can still replay from (sequence + 1 when empty).
     public var oldestInHistory: UInt64
     public var subscribers: Int
@@ -80,15 +83,18 @@ public struct EventHubStatistics: Sendable, Hashable {
 /// consumer costs the writer no wake-ups at all.
 public final class EventHub: Sendable {
     public static let defaultHistoryCapacity = 65_536
+    /// What the history may keep, in bytes: 65,536 events of paths about 100 bytes long, a
+    /// small share of a small machine.
+    public static let defaultHistoryBytes = 16 << 20
     public static let defaultQueueCapacity = 4_096
 
     public let historyCapacity: Int
+    public let historyBytes: Int
     public let queueCapacity: Int
 
     fileprivate struct State {
         var sequence: UInt64 = 0
-        /// The ring: the event numbered `s` lives at index `(s - 1) % historyCapacity`.
-        var history: [ChangeEvent] = []
+        var history: EventHistory
         var subscriptions: [EventSubscription] = []
         var nextSubscriptionID: UInt64 = 1
         var dropped: UInt64 = 0
@@ -97,15 +103,21 @@ public final class EventHub: Sendable {
 
     /// Guards `State` and every subscription's queue, filter path and counters: one lock, so a
     /// publish takes exactly one. A leaf lock (Docs/LOCKING.md): subscribers are woken outside it.
-    fileprivate let state = Mutex(State())
+    fileprivate let state: Mutex<State>
     /// Grows whenever a directory is created, moved, deleted or has its attributes changed:
     /// whoever caches permission decisions about directories drops them when it moves.
     private let directoryEpoch = Atomic<UInt64>(0)
 
-    public init(historyCapacity: Int = EventHub.defaultHistoryCapacity, queueCapacity: Int = EventHub.defaultQueueCapacity) {
+    /// - Parameters:
+    ///   - historyCapacity: events kept for replay at most, and `historyBytes` what they may
+    ///     keep (`EventHistory`): the oldest go first when either is passed.
+    public init(historyCapacity: Int = EventHub.defaultHistoryCapacity, historyBytes: Int = EventHub.defaultHistoryBytes,
+                queueCapacity: Int = EventHub.defaultQueueCapacity) {
         precondition(historyCapacity >= 1 && queueCapacity >= 1, "an event hub needs room for at least one event")
         self.historyCapacity = historyCapacity
+        self.historyBytes = historyBytes
         self.queueCapacity = queueCapacity
+        state = Mutex(State(history: EventHistory(maxEvents: historyCapacity, maxBytes: historyBytes)))
     }
 
     /// Records a completed change and hands it to every matching subscriber. Call it after
@@ -123,11 +135,7 @@ public final class EventHub: Sendable {
             let event = ChangeEvent(sequence: state.sequence, kind: kind, path: path,
                                     destination: kind == .moved || kind == .conflict ? destination : nil,
                                     isDirectory: isDirectory, origin: origin, size: size, time: time)
-            if state.history.count < historyCapacity {
-                state.history.append(event)
-            } else {
-                state.history[Int((event.sequence - 1) % UInt64(historyCapacity))] = event
-            }
+            state.history.append(event)
             if state.subscriptions.isEmpty { return (event, []) }
             // Allocates only when some consumer sits idle and must be woken.
             var toWake: [EventSubscription] = []
@@ -171,18 +179,15 @@ public final class EventHub: Sendable {
             state.nextSubscriptionID += 1
             let current = state.sequence
             if let since {
-                let oldest = current - UInt64(state.history.count) + 1
+                let oldest = state.history.oldest ?? current + 1
                 if since > current || since + 1 < oldest {
                     subscription.beginning = .resync(oldestAvailable: oldest, current: current)
                 } else {
                     // A replay may be larger than the live bound: the queue may hold all of it
                     // (history is bounded too) and returns to its bound once drained.
                     var count = 0
-                    var sequence = since + 1
-                    while sequence <= current {
-                        let event = state.history[Int((sequence - 1) % UInt64(historyCapacity))]
+                    for event in state.history.events(after: since) {
                         if case .queued = subscription.offer(event, limitOverride: Int.max) { count += 1 }
-                        sequence += 1
                     }
                     subscription.limit = queueCapacity + count
                     subscription.beginning = .replayed(count: count, through: current)
@@ -228,7 +233,8 @@ public final class EventHub: Sendable {
     public func statistics() -> EventHubStatistics {
         state.withLock { state in
             EventHubStatistics(sequence: state.sequence, historyCount: state.history.count, historyCapacity: historyCapacity,
-                               oldestInHistory: state.sequence - UInt64(state.history.count) + 1,
+                               historyBytes: state.history.bytes, historyByteCapacity: historyBytes,
+                               oldestInHistory: state.history.oldest ?? state.sequence + 1,
                                subscribers: state.subscriptions.count, dropped: state.dropped, overflows: state.overflows)
         }
     }

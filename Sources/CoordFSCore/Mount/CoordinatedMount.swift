@@ -71,7 +71,7 @@ public final class CoordinatedMount: Sendable {
         self.logger = logger
         let processes = ProcessFacts()
         self.processes = processes
-        self.events = EventHub()
+        self.events = EventHub(historyCapacity: options.eventHistory, historyBytes: options.eventHistoryBytes)
         self.presenters = PresenterRegistry(isInTree: { pid, root in processes.isInTree(pid, rootedAt: root) },
                                             maxAsksPerUser: options.presenterAsksPerUser)
         self.claims = ClaimTable(breakAfter: options.effectiveBreakTime)

@@ -60,6 +60,10 @@ public struct MountOptions: Sendable {
     /// Unanswered asks the presenters of one user (not root, nor the mount's owner) may have;
     /// past it they are skipped until they answer some.
     public var presenterAsksPerUser = 256
+    /// Events kept for replay (`subscribe` with `since`), at most this many and this many
+    /// bytes: the oldest go first.
+    public var eventHistory = EventHub.defaultHistoryCapacity
+    public var eventHistoryBytes = EventHub.defaultHistoryBytes
     /// The control socket's path, told to clients through the `user.coordfs.control` attribute
     /// of every item; nil when the mount serves no socket (the attribute is then absent).
     public var controlSocket: String?
