@@ -18,6 +18,12 @@ public struct ClusterConfiguration: Sendable {
     public var leaseValidity: Duration = .seconds(3)
     /// How often the session proves itself (a round trip), and looks for dead hosts.
     public var heartbeat: Duration = .seconds(1)
+    /// How long a host that lost its session may take to come back (registered again, naming
+    /// the ids it had: `succeeds`) before the others take it for dead and resynchronise. A
+    /// restart or failover of the database ends every session at once; the daemons live on
+    /// and publish what they queued, so none of them is lost. Longer than a reconnection
+    /// (every second) plus a standby's promotion.
+    public var deathGrace: Duration = .seconds(10)
 
     public init(conninfo: String, name: String) {
         self.conninfo = conninfo

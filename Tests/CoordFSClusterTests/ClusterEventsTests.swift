@@ -48,7 +48,10 @@ struct ClusterEventsTests {
         server = try PostgresServer()
         // A database of its own, so a test can shut connections to it out while psql still gets in.
         try server.query("CREATE DATABASE cluster")
-        configuration = ClusterConfiguration(conninfo: server.conninfo(database: "cluster"), name: "test")
+        var configuration = ClusterConfiguration(conninfo: server.conninfo(database: "cluster"), name: "test")
+        // Dead hosts are announced half a second after they are found, not ten.
+        configuration.deathGrace = .milliseconds(500)
+        self.configuration = configuration
     }
 
     private func register(_ mountpoint: String) throws -> (DatabaseConnection, ClusterHost) {
@@ -249,6 +252,29 @@ struct ClusterEventsTests {
         usleep(2_500_000)
         #expect(receivedA.resyncs.count == 1)
         withExtendedLifetime((sessionA, sessionB)) {}
+    }
+
+    /// Issue 32: a host that lost its session and registered again, naming the id it had
+    /// (`succeeds`, as a daemon does after a database restart or failover), is not announced
+    /// dead: its events go on under its new id and nobody resynchronises. One that does not
+    /// come back within the grace is, once.
+    @Test func aHostThatComesBackUnderANewIdIsNotAnnouncedDead() throws {
+        let (firstSession, firstA) = try register("/mnt/a")
+        let (sessionB, hostB) = try register("/mnt/b")
+        let (sessionC, hostC) = try register("/mnt/c")
+        let receivedB = Received()
+        let b = try start(hostB, receivedB)
+        defer { b.stop() }
+        usleep(1_500_000) // B has seen A and C alive
+        try server.query("SELECT pg_terminate_backend(server_pid) FROM coordfs_hosts WHERE host_id IN (\(firstA.id), \(hostC.id))",
+                         database: "cluster")
+        let secondSession = try DatabaseConnection(conninfo: configuration.conninfo, parameters: configuration.connectionParameters)
+        _ = try HostRegistration.register(on: secondSession, configuration: configuration, mountpoint: Array("/mnt/a".utf8),
+                                          succeeding: [firstA.id])
+        #expect(receivedB.wait { $0.resyncs.contains { if case .hostDied(let host) = $0 { host.id == hostC.id } else { false } } })
+        usleep(1_500_000)
+        #expect(receivedB.resyncs.count == 1, "only C, which did not come back: \(receivedB.resyncs)")
+        withExtendedLifetime((firstSession, sessionB, sessionC, secondSession)) {}
     }
 
     /// A session that reconnected registered again under a new id: the host's events go out

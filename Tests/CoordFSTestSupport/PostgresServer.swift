@@ -25,23 +25,44 @@ public final class PostgresServer {
 
     /// Makes and starts the server; throws `Unavailable` with the reason when it cannot.
     public init() throws {
+        (binaries, root) = try Self.prepare()
+        try asPostgres([binaries + "/initdb", "-D", dataDirectory, "--auth=trust", "--username=postgres",
+                        "--no-sync", "-E", "UTF8", "--locale=C"])
+        try configure()
+        try start()
+    }
+
+    /// Makes and starts a streaming standby of `primary` (pg_basebackup, which writes the
+    /// standby's connection to it): read-only until `promote()`. Its own socket folder,
+    /// the same port number.
+    public init(standbyOf primary: PostgresServer) throws {
+        (binaries, root) = try Self.prepare()
+        try asPostgres([binaries + "/pg_basebackup", "-D", dataDirectory, "-R", "-X", "stream", "-h", primary.socketDirectory,
+                        "-p", String(primary.port), "-U", "postgres", "--no-sync"])
+        try configure()
+        try start()
+    }
+
+    private static func prepare() throws -> (binaries: String, root: String) {
         let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
         guard let newest = versions.compactMap(Int.init).max() else {
             throw Unavailable(description: "PostgreSQL is not installed (Scripts/test installs Debian's postgresql)")
         }
-        binaries = "/usr/lib/postgresql/\(newest)/bin"
         var template = Array("/tmp/coordfs-pg-XXXXXX".utf8CString)
         guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             throw Unavailable(description: "cannot make a temporary folder: errno \(errno)")
         }
-        root = String(cString: made)
+        let root = String(cString: made)
         guard let postgres = getpwnam("postgres") else {
             throw Unavailable(description: "no postgres user (Debian's postgresql package makes it)")
         }
         chown(root, postgres.pointee.pw_uid, postgres.pointee.pw_gid)
         chmod(root, 0o755)
-        try asPostgres([binaries + "/initdb", "-D", dataDirectory, "--auth=trust", "--username=postgres",
-                        "--no-sync", "-E", "UTF8", "--locale=C"])
+        return ("/usr/lib/postgresql/\(newest)/bin", root)
+    }
+
+    /// Our settings after the data folder's own (later lines win).
+    private func configure() throws {
         let settings = """
 
             listen_addresses = ''
@@ -53,7 +74,25 @@ public final class PostgresServer {
             """
         let configuration = try String(contentsOfFile: dataDirectory + "/postgresql.conf", encoding: .utf8)
         try (configuration + settings).write(toFile: dataDirectory + "/postgresql.conf", atomically: false, encoding: .utf8)
-        try start()
+    }
+
+    /// Makes every commit wait until a standby has it (synchronous replication), so that a
+    /// promoted standby has every transaction a client saw committed.
+    public func requireSynchronousStandby() throws {
+        try query("ALTER SYSTEM SET synchronous_standby_names = '*'")
+        try query("SELECT pg_reload_conf()")
+    }
+
+    /// Promotes a standby to primary, waiting until it accepts writes.
+    public func promote() throws {
+        try asPostgres([binaries + "/pg_ctl", "-D", dataDirectory, "-w", "-t", "60", "promote"])
+    }
+
+    /// Stops the server the way a crash would (immediate shutdown: no checkpoint, sessions cut).
+    public func crash() throws {
+        guard running else { return }
+        running = false
+        try asPostgres([binaries + "/pg_ctl", "-D", dataDirectory, "-w", "-t", "30", "-m", "immediate", "stop"])
     }
 
     public func start() throws {

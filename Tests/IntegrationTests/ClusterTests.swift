@@ -1,3 +1,4 @@
+import CoordFSClient
 import CoordFSTestSupport
 import Foundation
 import Glibc
@@ -310,6 +311,71 @@ import Testing
             #expect(Self.text(counter) == "2000", "refusals: \(Self.refusals(reports))")
             print("ClusterTests: a restart during 2,000 increments; refusals \(Self.refusals(reports))")
         }
+    }
+
+    /// Issue 32: the cluster's database fails over. Two mounts reach a primary and its
+    /// synchronous standby through one multi-host connection string (libpq tries the hosts in
+    /// order and keeps the one that takes writes: `target_session_attrs=read-write`). In the
+    /// middle of 1,000 increments the primary crashes and the standby is promoted: the mounts
+    /// reconnect to it, every increment lands once, and a subscriber of the first mount gets
+    /// one `changed` event for each, its own mount's and the other's, with no resync. Writers
+    /// wait meanwhile at most the claim timeout (then ENOLCK, and the script tries again).
+    @Test func aFailoverToAStandbyLosesNoIncrementAndNoEvent() throws {
+        let primary = try PostgresServer()
+        let standby = try PostgresServer(standbyOf: primary)
+        defer {
+            try? standby.stop()
+            try? primary.stop()
+        }
+        try primary.requireSynchronousStandby()
+        let conninfo = "postgresql:///postgres?host=\(primary.socketDirectory),\(standby.socketDirectory)&port=\(primary.port),\(standby.port)"
+            + "&user=postgres&target_session_attrs=read-write"
+        let first = try Scratch()
+        let mounts = [first, try Scratch(sharingBackingOf: first)]
+        defer { for mount in mounts.reversed() { mount.unmount() } }
+        for mount in mounts { try mount.mount(["--cluster", conninfo, "--claim-timeout", "10"]) }
+        try "0".write(toFile: first.mountpoint + "/counter", atomically: false, encoding: .utf8)
+
+        let subscriber = try LineClient(socketPath: try ControlLocation.locate(FilePath(first.mountpoint)).socket)
+        #expect(try subscriber.request(#"{"id":0,"op":"hello","version":1}"#).ok != nil)
+        #expect(try subscriber.request(#"{"id":1,"op":"subscribe","path":"/counter"}"#).ok != nil)
+
+        let counter = first.mountpoint + "/counter"
+        let log = first.root + "/increments"
+        try FileManager.default.createDirectory(atPath: log, withIntermediateDirectories: false)
+        var failedOverAt = ContinuousClock.now
+        let reports = try Self.increment("counter", total: 1_000, across: mounts, perMount: 2, log: log) {
+            #expect(eventually { (Int(Self.text(counter) ?? "") ?? 0) >= 200 })
+            try primary.crash()
+            failedOverAt = ContinuousClock.now
+            try standby.promote()
+        }
+        let took = ContinuousClock.now - failedOverAt
+        for mount in mounts {
+            #expect(Self.text(mount.mountpoint + "/counter") == "1000", "refusals: \(Self.refusals(reports))")
+        }
+        var changed = 0
+        var others: [String] = []
+        while changed < 1_000 {
+            guard let push = try? subscriber.nextPush(timeout: .seconds(30)) else { break }
+            if let event = push["event"] as? [String: Any], event["kind"] as? String == "changed" {
+                changed += 1
+            } else {
+                others.append("\(push)")
+            }
+        }
+        #expect(changed == 1_000 && others.isEmpty, "\(changed) changed events; also \(others.prefix(5))")
+        // The bound on writers: the longest pause between two increments, which spans the
+        // failover, stays under the claim timeout (a writer waits no longer, then gets ENOLCK).
+        let closes = ((try? FileManager.default.contentsOfDirectory(atPath: log)) ?? []).flatMap { name in
+            (Self.text(log + "/" + name) ?? "").split(separator: "\n").compactMap { line in
+                line.split(separator: " ").dropFirst(2).first.flatMap { Double($0) }
+            }
+        }.sorted()
+        let longestPause = zip(closes.dropFirst(), closes).map { $0 - $1 }.max() ?? 0
+        #expect(closes.count == 1_000 && longestPause < 10, "\(closes.count) increments logged; longest pause \(longestPause) s")
+        print("ClusterTests: a failover during 1,000 increments: done \(took) after the crash; longest pause between increments "
+              + "\(longestPause) s; refusals \(Self.refusals(reports))")
     }
 
     /// Cut off from the database, a mount refuses writes with ENOLCK after the claim timeout

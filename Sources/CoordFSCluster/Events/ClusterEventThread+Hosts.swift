@@ -38,7 +38,31 @@ extension ClusterEventThread {
         alive = nowAlive
         events.peers.withLock { $0 = peerPIDs }
         guard announcingDeaths else { return }
-        for host in dead { try announceDeath(of: host) }
+        try settleDeaths(dead)
+    }
+
+    /// Announces each dead host once it has stayed dead for `deathGrace` without a successor:
+    /// a daemon that lost its session (a database restart or failover ends them all) and
+    /// registered again names its former ids (`succeeds`), and its queued events follow under
+    /// the new one, so nothing of it was lost and nobody need resynchronise.
+    private func settleDeaths(_ dead: [EventHost]) throws(DatabaseError) {
+        let now = ContinuousClock.now
+        for host in dead where deadSince[host.id] == nil && !announced.contains(host.id) {
+            deadSince[host.id] = (host, now)
+        }
+        guard !deadSince.isEmpty, let connection else { return }
+        let rows = try connection.execute("SELECT DISTINCT unnest(succeeds) FROM coordfs_hosts WHERE cluster = $1", [name])
+        let succeeded = Set((0..<rows.count).compactMap { rows.integer($0, 0) })
+        for (id, entry) in deadSince {
+            if succeeded.contains(id) {
+                deadSince[id] = nil
+                announced.insert(id)
+            } else if now - entry.since >= configuration.deathGrace {
+                try announceDeath(of: entry.host)
+                deadSince[id] = nil
+                announced.insert(id)
+            }
+        }
     }
 
     /// Inserts the dead host's `lost` row, unless a host did already or the host left cleanly.

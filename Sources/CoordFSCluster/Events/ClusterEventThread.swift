@@ -15,6 +15,11 @@ final class ClusterEventThread {
     var alive: [Int64: String] = [:]
     /// Names of hosts ever seen, for rows whose host has gone since.
     var names: [Int64: String] = [:]
+    /// Hosts found dead and not announced yet, with when they were first found so: they have
+    /// `deathGrace` to come back under a new id (`succeeds`) before they are.
+    var deadSince: [Int64: (host: EventHost, since: ContinuousClock.Instant)] = [:]
+    /// Hosts whose death this thread announced (or found announced): not looked at again.
+    var announced: Set<Int64> = []
     private let clock = ContinuousClock()
     private var lastTick: ContinuousClock.Instant
     private var lastTrim: ContinuousClock.Instant

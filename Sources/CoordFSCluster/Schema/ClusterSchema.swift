@@ -47,6 +47,11 @@ public enum ClusterSchema {
         """
         ALTER TABLE coordfs_hosts ADD COLUMN IF NOT EXISTS lease_ms bigint NOT NULL DEFAULT 3000
         """,
+        // The ids the same daemon had before it lost its session and registered again: those
+        // hosts did not die (ClusterEventThread+Hosts.swift).
+        """
+        ALTER TABLE coordfs_hosts ADD COLUMN IF NOT EXISTS succeeds bigint[] NOT NULL DEFAULT '{}'
+        """,
         """
         CREATE SEQUENCE IF NOT EXISTS coordfs_fences
         """,

@@ -13,8 +13,10 @@ public struct ClusterHost: Sendable, Hashable {
 /// ends (the process dies, the network or the server goes), the lock goes with it and other
 /// hosts reap the row and its grants.
 public enum HostRegistration {
+    /// `succeeding`: the ids this daemon registered under before (it lost its session and
+    /// came back): the other hosts do not take those for dead.
     public static func register(on connection: DatabaseConnection, configuration: ClusterConfiguration,
-                                mountpoint: [UInt8]) throws(DatabaseError) -> ClusterHost {
+                                mountpoint: [UInt8], succeeding: [Int64] = []) throws(DatabaseError) -> ClusterHost {
         try connection.execute("BEGIN")
         do throws(DatabaseError) {
             for statement in ClusterSchema.statements { try connection.execute(statement) }
@@ -35,12 +37,13 @@ public enum HostRegistration {
         try connection.execute("BEGIN")
         do throws(DatabaseError) {
             let rows = try connection.execute("""
-                INSERT INTO coordfs_hosts (cluster, host_id, hostname, boot_id, pid, mountpoint, server_pid, lease_ms)
-                VALUES ($1, nextval('coordfs_host_ids'), $2, $3, $4::int, $5, pg_backend_pid(), $6::bigint)
+                INSERT INTO coordfs_hosts (cluster, host_id, hostname, boot_id, pid, mountpoint, server_pid, lease_ms, succeeds)
+                VALUES ($1, nextval('coordfs_host_ids'), $2, $3, $4::int, $5, pg_backend_pid(), $6::bigint, $7::bigint[])
                 RETURNING host_id
                 """, [.text(configuration.name), .text(hostname), .text(bootID()), .integer(Int64(pid)), .bytes(mountpoint),
                       .integer(configuration.leaseValidity.components.seconds * 1000
-                               + configuration.leaseValidity.components.attoseconds / 1_000_000_000_000_000)])
+                               + configuration.leaseValidity.components.attoseconds / 1_000_000_000_000_000),
+                      .text("{" + succeeding.map(String.init).joined(separator: ",") + "}")])
             guard let id = rows.integer(0, 0) else { throw DatabaseError("registering the host returned no id") }
             try connection.execute("SELECT pg_advisory_lock($1::int, $2::int)",
                                    [.integer(Int64(configuration.lockKey)), .integer(id)])

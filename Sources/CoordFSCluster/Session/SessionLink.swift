@@ -13,9 +13,11 @@ final class SessionLink {
 
     /// Connects, registers the host (its liveness lock taken), installs the grant functions
     /// and listens on the cluster's channel.
-    init(configuration: ClusterConfiguration, mountpoint: [UInt8]) throws(DatabaseError) {
+    /// `succeeding`: the ids this daemon had before (see `HostRegistration.register`).
+    init(configuration: ClusterConfiguration, mountpoint: [UInt8], succeeding: [Int64] = []) throws(DatabaseError) {
         let connection = try DatabaseConnection(conninfo: configuration.conninfo, parameters: configuration.connectionParameters)
-        host = try HostRegistration.register(on: connection, configuration: configuration, mountpoint: mountpoint)
+        host = try HostRegistration.register(on: connection, configuration: configuration, mountpoint: mountpoint,
+                                             succeeding: succeeding)
         try GrantFunctions.install(on: connection)
         fence = try connection.execute("SELECT nextval('coordfs_fences')").integer(0, 0) ?? 0
         try connection.execute("LISTEN \(configuration.channel)")

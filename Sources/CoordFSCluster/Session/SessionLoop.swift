@@ -292,7 +292,8 @@ final class SessionLoop {
         guard now >= nextReconnect else { return }
         nextReconnect = now + .seconds(1)
         do {
-            let made = try SessionLink(configuration: configuration, mountpoint: shared.mountpoint)
+            let made = try SessionLink(configuration: configuration, mountpoint: shared.mountpoint,
+                                       succeeding: shared.state.withLock { $0.formerHostIDs + [$0.host.id] })
             link = made
             // The lost session's grants: this host stopped trusting them when it found the
             // session lost (the fence grew), so they go now rather than when their lease runs
@@ -304,6 +305,7 @@ final class SessionLoop {
             nextHeartbeat = .now + configuration.heartbeat
             retryDue = true
             shared.state.withLock { state in
+                if state.host.id != made.host.id { state.formerHostIDs.append(state.host.id) }
                 state.host = made.host
                 state.connected = true
                 state.lastProof = now

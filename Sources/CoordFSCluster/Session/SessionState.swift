@@ -30,6 +30,8 @@ struct CoverageWaiter {
 /// Everything the session thread and the callers of `ClusterCoverage` share.
 struct SessionState {
     var host: ClusterHost
+    /// The ids this daemon registered under before `host` (it lost its session and came back).
+    var formerHostIDs: [Int64] = []
     /// The session is up (false from the moment it is found lost until it is back).
     var connected = true
     /// Grows each time the session is lost: every `CoverageUse` of an older fence no longer holds.
