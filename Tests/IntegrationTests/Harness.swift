@@ -147,11 +147,15 @@ final class Scratch {
         try self.init(sharedBacking: other.backing)
     }
 
-    /// Mounts backing at mountpoint and waits until the kernel shows the mount.
-    func mount(_ options: [String] = []) throws {
+    /// Mounts backing at mountpoint and waits until the kernel shows the mount. `environment`
+    /// is added to the daemon's (FaultTests preload their failing backing this way).
+    func mount(_ options: [String] = [], environment: [String: String] = [:]) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: coordfsBinary)
         process.arguments = ["mount", backing, mountpoint, "--foreground"] + options
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, added in added }
+        }
         let errors = Pipe()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
