@@ -82,8 +82,12 @@ extension FileSystem {
     func fsync(_ request: fuse_req_t, _ dataOnly: Bool, _ file: UnsafeMutablePointer<fuse_file_info>) {
         guard let handle = OpenFile.borrow(file) else { return reply(request, error: .badFileDescriptor) }
         do throws(Errno) {
-            let target = handle.readable
-            try withExtendedLifetime(target) { () throws(Errno) in try Syscall.synchronize(target.raw, dataOnly: dataOnly) }
+            if let save = handle.save {
+                try save.synchronize(dataOnly: dataOnly)
+            } else {
+                let target = handle.readable
+                try withExtendedLifetime(target) { () throws(Errno) in try Syscall.synchronize(target.raw, dataOnly: dataOnly) }
+            }
             replyOK(request)
         } catch {
             reply(request, error: error)

@@ -75,6 +75,10 @@ public final class AppendJournal: Sendable {
         var name: FileName?
         var used: [Bool] = []
         var inUse = 0
+        /// Taken slots whose record could not be cleared (see `end`).
+        var uncleared: Set<Int> = []
+        /// Counts the journal files this mount made: a slot belongs to one of them.
+        var generation = 0
     }
 
     /// Guards the journal file's descriptor and which slots are taken. A leaf (Docs/LOCKING.md):
@@ -93,6 +97,9 @@ public final class AppendJournal: Sendable {
     /// One append's slot, to clear at its commit or rollback.
     public struct Slot: Sendable, Equatable {
         let index: Int
+        /// The journal file it is in: once that file is gone, the slot is too, whatever index a
+        /// later journal gives the same number.
+        let generation: Int
     }
 
     /// Records an append of `file` at `directory`/`name` (the path comes from the node table).
@@ -110,12 +117,13 @@ public final class AppendJournal: Sendable {
             let index = state.used.firstIndex(of: false) ?? state.used.count
             if index == state.used.count { state.used.append(true) } else { state.used[index] = true }
             state.inUse += 1
-            return (Slot(index: index), raw)
+            return (Slot(index: index, generation: state.generation), raw)
         }
         do throws(Errno) {
             try write(bytes, slot: slot.index, to: file)
         } catch {
-            release(slot)
+            // The record may be written all the same (the sync failed): cleared as any other.
+            try? end(slot)
             throw error
         }
         return slot
@@ -125,28 +133,56 @@ public final class AppendJournal: Sendable {
     public func move(_ slot: Slot, file: FileIdentity, committedSize: Int64, directory: Node, name: FileName) {
         guard let path = nodes?.path(of: directory)?.appending(name),
               let bytes = try? Self.encode(AppendRecord(file: file, committedSize: committedSize, path: path)),
-              let descriptor = state.withLock({ $0.file?.raw }) else { return }
+              let descriptor = journalDescriptor(of: slot) else { return }
         try? write(bytes, slot: slot.index, to: descriptor)
     }
 
     /// The append committed or was rolled back: its record goes. Throws when the record could
     /// not be cleared (a crash would then roll a committed append back: the caller must not
     /// report the append committed).
+    ///
+    /// A record that cannot be cleared (a failing disk) must not outlive its append either:
+    /// left in a journal that lives on, it would cut back whatever the file commits later, at the
+    /// next crash. Its slot stays taken, and the journal file, which no write is needed to remove,
+    /// goes as soon as no other append in flight needs it (at once when there is none; then
+    /// the record is gone and this returns).
     public func end(_ slot: Slot) throws(Errno) {
-        guard let descriptor = state.withLock({ $0.file?.raw }) else { return }
-        // Cleared while the slot is still this append's: a new append may take it only after.
-        try write([0, 0, 0, 0], slot: slot.index, to: descriptor)
+        guard let descriptor = journalDescriptor(of: slot) else { return }
+        do throws(Errno) {
+            // Cleared while the slot is still this append's: a new append may take it only after.
+            try write([0, 0, 0, 0], slot: slot.index, to: descriptor)
+        } catch {
+            let removed = state.withLock { state in
+                state.uncleared.insert(slot.index)
+                return removeIfOnlyUnclearedLeft(&state)
+            }
+            if removed { return }
+            throw error
+        }
         release(slot)
     }
 
-    /// Gives a slot back; the journal goes with the last one.
+    /// The descriptor of the journal `slot` is in, nil when that journal is gone.
+    private func journalDescriptor(of slot: Slot) -> Int32? {
+        state.withLock { $0.generation == slot.generation ? $0.file?.raw : nil }
+    }
+
+    /// Gives a slot back; the journal goes with the last one (or the last one whose record is
+    /// not stuck there).
     private func release(_ slot: Slot) {
         state.withLock { state in
-            guard slot.index < state.used.count, state.used[slot.index] else { return }
+            guard slot.generation == state.generation, slot.index < state.used.count, state.used[slot.index] else { return }
             state.used[slot.index] = false
             state.inUse -= 1
-            if state.inUse == 0 { remove(&state) }
+            state.uncleared.remove(slot.index)
+            _ = removeIfOnlyUnclearedLeft(&state)
         }
+    }
+
+    /// Removes the journal when every slot still taken holds a record that could not be cleared
+    /// (or none is taken); whether it is gone.
+    private func removeIfOnlyUnclearedLeft(_ state: inout State) -> Bool {
+        state.inUse == state.uncleared.count && remove(&state)
     }
 
     /// Whether the journal file exists now (for tests).
@@ -169,14 +205,30 @@ public final class AppendJournal: Sendable {
         state.file = consume descriptor
         state.name = name
         state.used = []
+        state.generation += 1
     }
 
-    private func remove(_ state: inout State) {
-        guard let name = state.name.take() else { return }
+    /// Unlinks the journal file and forgets its slots; whether it is gone. One that holds
+    /// records nobody could clear stays (and is kept open) should the unlink fail: forgotten,
+    /// its records would cut back later commits at the next mount.
+    private func remove(_ state: inout State) -> Bool {
+        guard let name = state.name else { return true }
         let root = self.root
-        DirectoryTimes.keeping(of: root) { () -> Void in _ = try? Syscall.unlink(at: root, name, flags: 0) }
+        let unlinked = DirectoryTimes.keeping(of: root) { () -> Bool in
+            do throws(Errno) {
+                try Syscall.unlink(at: root, name, flags: 0)
+            } catch {
+                return error == .noSuchFileOrDirectory
+            }
+            return true
+        }
+        guard unlinked || state.uncleared.isEmpty else { return false }
+        state.name = nil
         state.file = nil
         state.used = []
+        state.inUse = 0
+        state.uncleared = []
+        return true
     }
 
     /// Writes one slot (its owner's alone; the descriptor stays open while the slot is taken).

@@ -36,6 +36,24 @@ extension Save {
     /// A failed save will not commit: new opens, even the owner's, see the committed version.
     public var hasFailed: Bool { state.withLock { $0.failure != nil } }
 
+    /// fsync(2) or fdatasync(2) of the owner's version. A failure while the save holds
+    /// uncommitted changes fails the save: the kernel may have dropped the pages it could not
+    /// write (a later fsync then passes without them), so the temp, or the appended bytes, no
+    /// longer surely hold what the owner wrote, and must not commit.
+    public func synchronize(dataOnly: Bool) throws(Errno) {
+        let current = self.current
+        do throws(Errno) {
+            try withExtendedLifetime(current) { () throws(Errno) in try Syscall.synchronize(current.raw, dataOnly: dataOnly) }
+        } catch {
+            state.withLock { state in
+                if state.current === current && (state.staged != nil || state.appending != nil) && !state.discarded {
+                    state.failure = state.failure ?? error
+                }
+            }
+            throw error
+        }
+    }
+
     /// Runs a change (write, fallocate, copy, metadata) against the temp, staging it first; a
     /// change `range` says lands at or past the committed end goes to the file itself instead,
     /// as an append (see the type's notes). A failure of the change itself marks the save

@@ -88,6 +88,7 @@ extension Save {
         } catch {
             state.failure = error
             staged.discard(in: directory)
+            if let keptAs { ConflictName.takeBack(keptAs, of: state.name, in: directory) }
             throw error
         }
         state.exists = true

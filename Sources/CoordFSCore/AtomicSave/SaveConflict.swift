@@ -129,6 +129,16 @@ public enum ConflictName {
         }
     }
 
+    /// Undoes `keep` after the commit it was made for failed: the version found is still under
+    /// `name`, and its copy would only be a second name of it, left by a save that did not
+    /// happen. Only while both names name one file: should the name have changed again behind
+    /// the mount meanwhile, the copy may be all that is left of that version, and it stays.
+    static func takeBack(_ copy: FileName, of name: FileName, in directory: Int32) {
+        guard let kept = try? Syscall.stat(at: directory, copy), let named = try? Syscall.stat(at: directory, name),
+              FileIdentity(kept) == FileIdentity(named) else { return }
+        _ = try? Syscall.unlink(at: directory, copy, flags: 0)
+    }
+
     /// Keeps the file open as `descriptor` (a save's staged temp) beside `name` in `directory`,
     /// under a free conflict name of `name`, and returns that name: where a save that may no
     /// longer replace the file puts its version (fencing, Docs/LOCKING.md "Across hosts").
