@@ -59,6 +59,15 @@ let package = Package(
             dependencies: ["CLibPQ", "CoordFSCore", systemPackage, logging],
             swiftSettings: swiftSettings
         ),
+        // The system's SQLite 3 (libsqlite3-dev), for the version store's index.
+        .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
+        // The version store (`--versions`): kept versions in the backing and their index in
+        // SQLite. The only module that talks to SQLite; no libfuse.
+        .target(
+            name: "CoordFSVersions",
+            dependencies: ["CoordFSCore", "CSQLite", logging],
+            swiftSettings: swiftSettings
+        ),
         // The only module that touches libfuse (and the protocol module for the value of the
         // attribute that locates the control socket).
         .target(
@@ -114,7 +123,7 @@ let package = Package(
         .executableTarget(
             name: "coordfs",
             dependencies: ["CoordFSFuse", "CoordFSCore", "CoordFSServer", "CoordFSClient", "CoordFSProtocol", "CoordFSMetrics", "CoordFSCluster",
-                           "CoordFSExec", argumentParser, logging, systemPackage],
+                           "CoordFSVersions", "CoordFSExec", argumentParser, logging, systemPackage],
             swiftSettings: swiftSettings,
             // Release builds start faster (a short command such as `coordfs exec` is mostly its
             // start: Docs/PERFORMANCE.md): the Swift runtime and libraries linked in, so the

@@ -24,7 +24,8 @@ install_missing_packages() {
 # What building and mounting need.
 install_build_dependencies() {
     # libpq5: loaded at run time by `coordfs mount --cluster` only (Sources/CLibPQ).
-    install_missing_packages libfuse3-dev fuse3 pkg-config libpq5
+    # libsqlite3-dev: the version store's index (GRDB, Sources/CoordFSVersions).
+    install_missing_packages libfuse3-dev fuse3 pkg-config libpq5 libsqlite3-dev
 }
 
 # Builds coordfs and coordfs-full beside it (debug unless $1 is "release") and prints coordfs's path.

@@ -149,7 +149,10 @@ public final class FileSystem: Sendable {
 
     /// The node's attributes as everyone but an appending owner sees them (see `committedView`).
     func attributes(of node: Node) throws(Errno) -> stat {
-        committedView(node, try node.withDescriptor { (descriptor) throws(Errno) -> stat in try Syscall.statOfPathDescriptor(descriptor) })
+        var status = try node.withDescriptor { (descriptor) throws(Errno) -> stat in try Syscall.statOfPathDescriptor(descriptor) }
+        // A deleted file the version store keeps: its link there is not a name of the file.
+        if node.keptAfterLastName.load(ordering: .relaxed), status.st_nlink > 0 { status.st_nlink -= 1 }
+        return committedView(node, status)
     }
 
     /// `status`, taken of the node's file just now, as everyone but the appending save's own

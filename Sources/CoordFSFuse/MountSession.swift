@@ -26,7 +26,7 @@ public final class MountSession {
     /// Opens the backing directory and creates the session; nothing is mounted yet. `cluster`:
     /// the cluster's events, which deliver other hosts' changes through `inbox`.
     public init(backing: String, mountpoint: String, options: MountOptions, cluster: ClusterEventLink? = nil,
-                inbox: ChangeInbox = ChangeInbox(), logger: Logger) throws(MountFailure) {
+                inbox: ChangeInbox = ChangeInbox(), versions: (any VersionStoring)? = nil, logger: Logger) throws(MountFailure) {
         self.backing = backing
         self.mountpoint = mountpoint
         self.logger = logger
@@ -39,7 +39,7 @@ public final class MountSession {
         let mount: CoordinatedMount
         do {
             mount = try CoordinatedMount(backing: backing, options: options, kernel: notifier, ownChanges: ownChanges,
-                                         watcher: watcher, cluster: cluster, logger: logger)
+                                         watcher: watcher, cluster: cluster, versions: versions, logger: logger)
         } catch {
             watcher?.stop()
             throw MountFailure("cannot open the backing directory \(backing): \(error)")

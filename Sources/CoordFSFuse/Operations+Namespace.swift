@@ -98,8 +98,14 @@ extension FileSystem {
                 let file = flags & AT_REMOVEDIR == 0 ? fileUnknownByName(fileName, in: parent) : nil
                 do throws(Errno) {
                     // No stat first: the kernel looked the name up, so the node table knows what it names.
-                    try Syscall.unlink(at: parent.directory, fileName, flags: flags)
-                    noteRemoved(fileName, in: parent, file: file)
+                    // With versions, the last name of a file goes into the store instead.
+                    if flags & AT_REMOVEDIR == 0, !removedPending, let versions = mount.versions, let path,
+                       try versions.removeKeeping(fileName, in: parent.directory, path: path, origin: mount.versionOrigin(origin)) {
+                        noteRemoved(fileName, in: parent, file: file, lastName: true)
+                    } else {
+                        try Syscall.unlink(at: parent.directory, fileName, flags: flags)
+                        noteRemoved(fileName, in: parent, file: file)
+                    }
                     mount.publish(.deleted, origin: origin, path: path, isDirectory: flags & AT_REMOVEDIR != 0, size: nil)
                 } catch .noSuchFileOrDirectory where removedPending {
                     // Only the pending file had the name.
@@ -144,7 +150,26 @@ extension FileSystem {
                 if let replacedNode, flags & Linux.RENAME_EXCHANGE == 0 { try refuseIfHoldingPendingFiles(replacedNode) }
                 let replacedFile = flags & (Linux.RENAME_EXCHANGE | Linux.RENAME_NOREPLACE) == 0
                     ? fileUnknownByName(destinationName, in: destination).flatMap { $0 == movingIdentity ? nil : $0 } : nil
-                try Syscall.rename(source.directory, sourceName, to: destination.directory, destinationName, flags: flags)
+                // With versions, a file this rename replaces is kept, as a save's commit keeps what it replaces.
+                let plainRename = flags & (Linux.RENAME_EXCHANGE | Linux.RENAME_NOREPLACE) == 0
+                let keptReplaced = plainRename ? destinationPath.flatMap { path in
+                    mount.versions?.keepReplaced(destinationName, in: destination.directory, path: path, kind: .save,
+                                                 origin: mount.versionOrigin(origin))
+                } : nil
+                do throws(Errno) {
+                    try Syscall.rename(source.directory, sourceName, to: destination.directory, destinationName, flags: flags)
+                } catch {
+                    if let keptReplaced { mount.versions?.takeBack(keptReplaced) }
+                    throw error
+                }
+                if let versions = mount.versions, let sourcePath, let destinationPath {
+                    if flags & Linux.RENAME_EXCHANGE != 0 {
+                        // Each follows its file: through a spare name, as the index moves one path at a time.
+                        versions.exchanged(sourcePath, destinationPath)
+                    } else {
+                        versions.moved(from: sourcePath, to: destinationPath)
+                    }
+                }
 
                 if let replacedFile { noteRemoved(destinationName, in: destination, file: replacedFile) }
                 if let replacedNode {
@@ -187,8 +212,9 @@ extension FileSystem {
     ///
     /// `file`: what the name stood for when the node table knew it by no name (see
     /// `fileUnknownByName`), so that a save of it learns of the removal all the same.
-    private func noteRemoved(_ name: FileName, in directory: Node, file: FileIdentity? = nil) {
-        guard let removed = nodes.removedName(name, in: directory) else {
+    /// `lastName`: the name was the file's last (the version store took it).
+    private func noteRemoved(_ name: FileName, in directory: Node, file: FileIdentity? = nil, lastName: Bool = false) {
+        guard let removed = lastName ? nodes.removedLastName(name, in: directory) : nodes.removedName(name, in: directory) else {
             if let file, let node = nodes.node(identity: file) { activity.save(of: node)?.nameRemovedThroughMount(name, in: directory) }
             return
         }

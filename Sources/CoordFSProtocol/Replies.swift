@@ -54,6 +54,10 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, Codable, Expressi
     public static let limit: ErrorCode = "limit"
     /// The server is shutting down.
     public static let closing: ErrorCode = "closing"
+    /// The mount keeps no versions (it was mounted without `--versions`).
+    public static let versionsOff: ErrorCode = "versions-off"
+    /// The file has no such version (never, or removed meanwhile), or no versions at all.
+    public static let noVersion: ErrorCode = "no-version"
     /// A bug on the server's side; the connection lives on.
     public static let `internal`: ErrorCode = "internal"
 }

@@ -69,6 +69,8 @@ extension RequestEnvelope: Codable {
             case "release": request = .release(try .init(from: decoder))
             case "cancel": request = .cancel(try .init(from: decoder))
             case "status": request = .status(Request.Status())
+            case "versions": request = .versions(try .init(from: decoder))
+            case "version-read": request = .versionRead(try .init(from: decoder))
             default:
                 throw RequestRejection(id: id, code: .unknownRequest,
                                        message: "unknown op \"\(op.prefix(64))\"; known: \(Request.operations.joined(separator: ", "))")
@@ -100,6 +102,8 @@ extension RequestEnvelope: Codable {
         case .release(let body): try body.encode(to: encoder)
         case .cancel(let body): try body.encode(to: encoder)
         case .status(let body): try body.encode(to: encoder)
+        case .versions(let body): try body.encode(to: encoder)
+        case .versionRead(let body): try body.encode(to: encoder)
         }
     }
 }

@@ -14,6 +14,8 @@ public enum Request: Sendable, Hashable {
     case release(Release)
     case cancel(Cancel)
     case status(Status)
+    case versions(Versions)
+    case versionRead(VersionRead)
 
     /// The operation's name on the wire.
     public var op: String {
@@ -28,11 +30,13 @@ public enum Request: Sendable, Hashable {
         case .release: "release"
         case .cancel: "cancel"
         case .status: "status"
+        case .versions: "versions"
+        case .versionRead: "version-read"
         }
     }
 
     public static let operations = ["hello", "subscribe", "unsubscribe", "present", "answer", "unpresent",
-                                    "claim", "release", "cancel", "status"]
+                                    "claim", "release", "cancel", "status", "versions", "version-read"]
 
     /// Must come first on every connection.
     public struct Hello: Sendable, Hashable, Codable {

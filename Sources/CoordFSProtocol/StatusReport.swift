@@ -453,11 +453,29 @@ public struct StatusReport: Sendable, Hashable, Codable {
     /// before them).
     public var userLimits: UserLimits?
     public var users: [UserUsage]?
+    /// The version store (`--versions`), absent without one.
+    public var versions: VersionStore?
+
+    /// The version store in numbers.
+    public struct VersionStore: Sendable, Hashable, Codable {
+        public var versions: Int
+        /// Files with at least one version.
+        public var files: Int
+        /// The versions' total size.
+        public var bytes: Int64
+
+        public init(versions: Int, files: Int, bytes: Int64) {
+            self.versions = versions
+            self.files = files
+            self.bytes = bytes
+        }
+    }
 
     public init(server: Server, connections: [Connection], events: Events, subscribers: [Subscriber], presenters: [Presenter],
                 presenterRequests: [PresenterRequest], claims: Claims, cluster: Cluster? = nil,
-                userLimits: UserLimits? = nil, users: [UserUsage]? = nil) {
+                userLimits: UserLimits? = nil, users: [UserUsage]? = nil, versions: VersionStore? = nil) {
         self.cluster = cluster
+        self.versions = versions
         self.userLimits = userLimits
         self.users = users
         self.server = server

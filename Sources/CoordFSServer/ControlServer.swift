@@ -69,7 +69,7 @@ public final class ControlServer: Sendable {
         options.backingWatch = mount.watchMethod?.rawValue
         return try start(socketPath: socketPath, mode: mode, hub: mount.events, presenters: mount.presenters, claims: mount.claims,
                          authority: mount.authority, access: BackingPathAccess(rootDescriptor: mount.nodes.root.directory),
-                         logger: logger, options: options, cluster: cluster)
+                         logger: logger, options: options, cluster: cluster, versions: mount.versions)
     }
 
     /// - Parameters:
@@ -85,7 +85,8 @@ public final class ControlServer: Sendable {
     public static func start(socketPath: String, mode: mode_t = 0o600, hub: EventHub, presenters: PresenterRegistry,
                              claims: ClaimTable, authority: ClaimAuthority? = nil, access: any PathAccess, logger: Logger,
                              options: Options = Options(),
-                             cluster: (@Sendable () -> StatusReport.Cluster)? = nil) throws(ControlSocketError) -> ControlServer {
+                             cluster: (@Sendable () -> StatusReport.Cluster)? = nil,
+                             versions: (any VersionCatalog)? = nil) throws(ControlSocketError) -> ControlServer {
         let address = try ControlSocket.address(socketPath)
         try ControlSocket.prepareDirectory(of: socketPath, shared: mode & 0o077 != 0)
         try ControlSocket.removeStale(socketPath, at: address, waitingUpTo: options.previousServerGrace)
@@ -95,7 +96,7 @@ public final class ControlServer: Sendable {
         let eventLoop = group.next()
         let context = ServerContext(eventLoop: eventLoop, hub: hub, presenters: presenters,
                                     authority: authority ?? ClaimAuthority(table: claims, hosts: nil), access: access,
-                                    logger: logger, options: options, socketPath: socketPath, cluster: cluster)
+                                    logger: logger, options: options, socketPath: socketPath, cluster: cluster, versions: versions)
         // A broken explicit claim is told to the session that held it.
         claims.onBreak { [weak context] breaks in
             context?.eventLoop.execute {

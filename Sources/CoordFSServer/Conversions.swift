@@ -195,3 +195,12 @@ func parseWirePath(_ wire: FilePath) -> Result<MountPath, ErrorDetail> {
     }
     return .success(path)
 }
+
+extension VersionInfo {
+    /// A kept version as the wire shows it.
+    init(_ record: VersionRecord) {
+        self.init(id: record.id, path: record.path.filePath, size: record.size, modified: record.modified, kept: record.kept,
+                  kind: record.kind.rawValue, pid: record.origin.pid, uid: record.origin.uid, process: record.origin.process,
+                  mode: record.mode, resolved: record.resolved, pinned: record.pinned)
+    }
+}

@@ -19,6 +19,8 @@ final class ServerContext: @unchecked Sendable {
     let authority: ClaimAuthority
     var claims: ClaimTable { authority.table }
     let access: any PathAccess
+    /// The mount's version store (`--versions`), nil without one.
+    let versions: (any VersionCatalog)?
     /// The cluster's part of status, nil for a mount of one host (see `ControlServer.start`).
     let cluster: (@Sendable () -> StatusReport.Cluster)?
     let logger: Logger
@@ -40,8 +42,10 @@ final class ServerContext: @unchecked Sendable {
     private var eventLines = [(sequence: UInt64, json: [UInt8])](repeating: (0, []), count: 1024)
 
     init(eventLoop: any EventLoop, hub: EventHub, presenters: PresenterRegistry, authority: ClaimAuthority, access: any PathAccess,
-         logger: Logger, options: ControlServer.Options, socketPath: String, cluster: (@Sendable () -> StatusReport.Cluster)? = nil) {
+         logger: Logger, options: ControlServer.Options, socketPath: String, cluster: (@Sendable () -> StatusReport.Cluster)? = nil,
+         versions: (any VersionCatalog)? = nil) {
         self.cluster = cluster
+        self.versions = versions
         self.eventLoop = eventLoop
         self.hub = hub
         self.presenters = presenters

@@ -56,7 +56,11 @@ extension ServerContext {
             userLimits: options.perUser,
             users: Set(sessions.values.map(\.peer.uid)).sorted()
                 .filter { viewer.peer.uid == 0 || viewer.peer.uid == ownerUID || $0 == viewer.peer.uid }
-                .map { usage(of: $0) })
+                .map { usage(of: $0) },
+            versions: versions.map { store in
+                let summary = store.summary()
+                return StatusReport.VersionStore(versions: summary.versions, files: summary.files, bytes: summary.bytes)
+            })
     }
 }
 

@@ -150,6 +150,8 @@ final class Session {
         case .release(let body): release(id, body)
         case .cancel(let body): cancel(id, body)
         case .status: status(id)
+        case .versions(let body): listVersions(id, body)
+        case .versionRead(let body): readVersion(id, body)
         }
     }
 

@@ -8,7 +8,7 @@ struct CoordFS: ParsableCommand {
         commandName: "coordfs",
         abstract: "A coordinated view of a directory: every program that uses the mount is coordinated.",
         version: "0.1.0",
-        subcommands: [Mount.self, Unmount.self, Watch.self, Exec.self, Status.self]
+        subcommands: [Mount.self, Unmount.self, Watch.self, Exec.self, Status.self, Versions.self]
     )
 
     /// Parses the arguments with stand-ins for those that are not UTF-8 (see `ExactArguments`),

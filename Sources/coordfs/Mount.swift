@@ -6,6 +6,7 @@ import CoordFSFuse
 import CoordFSMetrics
 import CoordFSProtocol
 import CoordFSServer
+import CoordFSVersions
 import Glibc
 import Logging
 
@@ -105,6 +106,9 @@ struct Mount: ParsableCommand {
 
     @Option(help: ArgumentHelp("Permissions of the control socket, in octal (default 600: only the mounting user; 666 lets every user connect, each seeing only what it could read).", valueName: "mode"))
     var socketMode: String = "600"
+
+    @Flag(help: "Keep what saves replace and deletes remove as versions, in .coordfs-versions at the backing's root (coordfs versions lists and restores them).")
+    var versions = false
 
     @Flag(help: "Do not watch the backing for changes made directly in it (for setups where everything goes through the mount: no watch, day-long caches).")
     var noWatchBacking = false
@@ -275,7 +279,7 @@ struct Mount: ParsableCommand {
                 ClusterEventLink(publish: { events.publish($0) }, isPeerDaemon: { events.isPeerDaemon(pid: $0) })
             }
             session = try MountSession(backing: paths.backing, mountpoint: paths.mountpoint, options: options, cluster: link,
-                                       inbox: inbox, logger: logger)
+                                       inbox: inbox, versions: try openVersionStore(backing: paths.backing, logger: logger), logger: logger)
             // Listening before the mount appears: a client that finds the mount finds the socket.
             server = try startControlServer(socketPath, session.fileSystem.mount, cluster: cluster, logger: logger)
         } catch {
@@ -375,6 +379,16 @@ struct Mount: ParsableCommand {
     }
 
     /// Serves the mount's events, presenters and claims on its control socket.
+    /// The version store of `--versions`, nil without it (or on a read-only mount, which keeps none).
+    private func openVersionStore(backing: String, logger: Logger) throws(MountFailure) -> VersionStore? {
+        guard versions, !readOnly else { return nil }
+        do {
+            return try VersionStore(backing: backing, logger: logger)
+        } catch {
+            throw MountFailure("cannot open the version store in \(backing)/\(VersionStore.folderName): \(error)")
+        }
+    }
+
     private func startControlServer(_ socketPath: String, _ mount: CoordinatedMount, cluster: ClusterSession?,
                                     logger: Logger) throws(ControlSocketError) -> ControlServer {
         var serverOptions = ControlServer.Options()

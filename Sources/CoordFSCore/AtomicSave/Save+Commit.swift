@@ -12,11 +12,14 @@ extension Save {
     /// before the backing changes: false refuses the commit (see `CommitReport.fencedOff`).
     /// `thenInPlace`: the file turned out to coordinate itself (see `writesInPlace`): once
     /// committed, every later change of this save goes to the file itself.
+    /// `keepVersion` keeps the file about to be replaced (its directory and name) in the version store, and returns how to take it back should the commit fail.
     public func commit(durability: Durability, nodes: NodeTable, onlyWithoutWriters: Bool = false, thenInPlace: Bool = false,
                 willKeep: (_ directory: Node, FileName) -> Void = { _, _ in },
+                keepVersion: (_ directory: Node, FileName, VersionKind) -> (() -> Void)? = { _, _, _ in nil },
                 stillCovered: () -> Bool = { true }) throws(Errno) -> CommitReport? {
         try state.withLock { (state) throws(Errno) -> CommitReport? in
-            let report = try commitLocked(&state, durability: durability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters, willKeep: willKeep, stillCovered: stillCovered)
+            let report = try commitLocked(&state, durability: durability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters, willKeep: willKeep,
+                                          keepVersion: keepVersion, stillCovered: stillCovered)
             if thenInPlace && !state.discarded && state.failure == nil && (!onlyWithoutWriters || state.writers == 0) {
                 try writeInPlaceFromNowOn(&state)
             }
@@ -27,6 +30,7 @@ extension Save {
     /// `commit`'s work, under the save's lock.
     private func commitLocked(_ state: inout State, durability: Durability, nodes: NodeTable, onlyWithoutWriters: Bool,
                               willKeep: (_ directory: Node, FileName) -> Void,
+                              keepVersion: (_ directory: Node, FileName, VersionKind) -> (() -> Void)?,
                               stillCovered: () -> Bool) throws(Errno) -> CommitReport? {
         if onlyWithoutWriters && state.writers > 0 { return nil }
         if let failure = state.failure { throw failure }
@@ -82,6 +86,10 @@ extension Save {
                 }
             }
         }
+        // The version the rename is about to replace: the file as staged from, or the one
+        // found changed behind the mount (then also kept beside it, as `keptAs`).
+        let takeBackVersion = replacing && (!state.createdTheFile || keptAs != nil)
+            ? keepVersion(state.directory, state.name, keptAs == nil ? .save : .conflict) : nil
         do throws(Errno) {
             try staged.commit(in: directory, as: state.name, replacingExistingFile: replacing,
                               durability: durability.forCommit(replacingExistingFile: replacing))
@@ -89,10 +97,12 @@ extension Save {
             state.failure = error
             staged.discard(in: directory)
             if let keptAs { ConflictName.takeBack(keptAs, of: state.name, in: directory) }
+            takeBackVersion?()
             throw error
         }
         state.exists = true
         if !replacing {
+            state.createdTheFile = true
             // The name is the node's again (a watch of the backing may have seen it deleted
             // behind the mount, and the node table marked the node unlinked).
             nodes.moved(node, to: state.directory, name: state.name)

@@ -91,6 +91,9 @@ public final class Save: Sendable {
         /// exist in the backing yet (the node's backing object is the temp itself, unnamed or
         /// under a hidden name).
         var exists: Bool
+        /// This save's first commit created the file: what a later commit of it replaces is
+        /// its own earlier state, not a version of a file that was there before (no version is kept).
+        var createdTheFile = false
         /// Set by a failed change (ENOSPC, EIO): the save will not commit, and the next flush says why.
         var failure: Errno?
         /// Set when the owner unlinked the file: nothing commits any more.

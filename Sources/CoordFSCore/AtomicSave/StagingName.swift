@@ -20,6 +20,10 @@ public enum StagingName {
     public static let recoveryFolder = FileName(recoveryFolderBytes.description.utf8)!
     static let recoveryFolderBytes: StaticString = ".coordfs-recovery"
 
+    /// The version store's folder in the backing root (`coordfs mount --versions`, Docs/VERSIONS.md).
+    public static let versionsFolder = FileName(versionsFolderBytes.description.utf8)!
+    static let versionsFolderBytes: StaticString = ".coordfs-versions"
+
     /// A fresh temp name: 64 bits that no other name from this process has, and that another
     /// process (a second mount of the same backing, an earlier run) is unlikely to have made.
     /// Unique, not secret: whoever lists the backing could predict the next names. A name
@@ -79,8 +83,8 @@ public enum StagingName {
     }
 
     /// Whether a name is hidden from (and may not be created through) the mount: temp names
-    /// in every directory; the recovery folder and the append journals (`AppendJournal`) only
-    /// in the root (elsewhere they are ordinary names).
+    /// in every directory; the recovery folder, the version store and the append journals
+    /// (`AppendJournal`) only in the root (elsewhere they are ordinary names).
     public static func isReserved(name: FileName, inRoot: Bool) -> Bool {
         name.withCString { isReserved(name: $0, inRoot: inRoot) }
     }
@@ -91,9 +95,15 @@ public enum StagingName {
         if isStaging(name) { return true }
         guard inRoot else { return false }
         if AppendJournal.isJournalName(name) { return true }
-        let expected = recoveryFolderBytes.utf8Start
-        let count = recoveryFolderBytes.utf8CodeUnitCount
-        for index in 0..<count where UInt8(bitPattern: name[index]) != expected[index] { return false }
+        return isExactly(recoveryFolderBytes, name) || isExactly(versionsFolderBytes, name)
+    }
+
+    /// Whether the NUL-terminated `name` is exactly `expected`.
+    @inline(__always)
+    private static func isExactly(_ expected: StaticString, _ name: UnsafePointer<CChar>) -> Bool {
+        let bytes = expected.utf8Start
+        let count = expected.utf8CodeUnitCount
+        for index in 0..<count where UInt8(bitPattern: name[index]) != bytes[index] { return false }
         return name[count] == 0
     }
 

@@ -18,6 +18,7 @@ extension CoordinatedMount {
         }
         guard let report = try save.commit(durability: commitDurability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters, thenInPlace: thenInPlace,
                                            willKeep: { [self] directory, name in ownChanges.note(nodes.path(of: directory)?.appending(name)) },
+                                           keepVersion: { [self] directory, name, kind in keepVersion(directory, name, kind, origin: origin) },
                                            stillCovered: { [authority] in held.map(authority.stillHolds) ?? true })
         else { return nil }
         if report.fencedOff {
@@ -45,6 +46,14 @@ extension CoordinatedMount {
         publish(report.created ? .created : .changed, origin: origin, path: report.path, isDirectory: false, size: report.size)
         publishKeptAside(report, origin: origin)
         return report
+    }
+
+    /// Keeps the file a commit is about to replace in the version store, if the mount has one;
+    /// returns how to take it back. Runs under the save's lock: it must not ask the save.
+    private func keepVersion(_ directory: Node, _ name: FileName, _ kind: VersionKind, origin: ChangeOrigin) -> (() -> Void)? {
+        guard let versions, let path = nodes.path(of: directory)?.appending(name),
+              let kept = versions.keepReplaced(name, in: directory.directory, path: path, kind: kind, origin: versionOrigin(origin)) else { return nil }
+        return { versions.takeBack(kept) }
     }
 
     /// Tells the kernel and subscribers about the conflict copy a commit made, if any.

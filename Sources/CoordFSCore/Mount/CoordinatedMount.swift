@@ -43,6 +43,8 @@ public final class CoordinatedMount: Sendable {
     public let cluster: ClusterEventLink?
     /// What the kernel may have cached, and how to make it drop it.
     public let kernel: any KernelCache
+    /// The version store (`--versions`), nil without one: what saves replace and deletes remove is kept there.
+    public let versions: (any VersionStoring)?
     /// With `--cluster`: held while one of this host's events gets its sequence in the hub and
     /// its place in the cluster's queue, so other hosts hear them in this host's order even
     /// when two workers publish at once (an in-place file's `changed` at its release and an
@@ -54,7 +56,8 @@ public final class CoordinatedMount: Sendable {
     /// options' cache timeouts depend on whether it could start), delivering to this mount
     /// through a `ChangeInbox`; `cluster`: the link to the cluster's events, if any.
     public init(backing: String, options: MountOptions, kernel: any KernelCache, ownChanges: OwnChanges = OwnChanges(enabled: false),
-                watcher: BackingWatcher? = nil, cluster: ClusterEventLink? = nil, logger: Logger) throws(Errno) {
+                watcher: BackingWatcher? = nil, cluster: ClusterEventLink? = nil, versions: (any VersionStoring)? = nil,
+                logger: Logger) throws(Errno) {
         let root = try Syscall.openAt(AT_FDCWD, backing, Linux.O_PATH | O_DIRECTORY)
         let device = try Syscall.statOfPathDescriptor(root.raw).st_dev
         self.nodes = try NodeTable(root: root)
@@ -90,6 +93,12 @@ public final class CoordinatedMount: Sendable {
         self.watcher = watcher
         self.cluster = cluster
         self.kernel = kernel
+        self.versions = versions
+    }
+
+    /// Who made a change, as the version store records it.
+    public func versionOrigin(_ origin: ChangeOrigin) -> VersionOrigin {
+        VersionOrigin(pid: origin.pid, uid: origin.uid, process: processes.name(of: origin.pid))
     }
 
     /// Whether the watch of the backing needs to be told of the mount's own changes

@@ -57,6 +57,9 @@ public final class Node: @unchecked Sendable {
     /// has others is not known yet; an atomic so that asking for a path costs no extra lock
     /// when it is clear, as it almost always is (see `NodeTable.settleLinks`).
     fileprivate let linksUnknown = Atomic<Bool>(false)
+    /// Set when the version store took the file's last name (`removedLastName`): the store's
+    /// link is not one of the file's names, and its link count is shown without it.
+    public let keptAfterLastName = Atomic<Bool>(false)
     /// Whether the file had a set-id bit when its attributes last went to the kernel (every
     /// reply about a node passes `noteMode`, and a program meets a file's attributes before it
     /// can write it): a change of its data then applies the set-id rule (`SetIDRule`), and the
@@ -156,6 +159,7 @@ public final class NodeTable: Sendable {
             node.parent = parent
             node.name = name
             node.isUnlinked = false
+            node.keptAfterLastName.store(false, ordering: .relaxed)
             node.lostNameBehind = false
             node.nameChanges &+= 1
             node.linksUnknown.store(false, ordering: .relaxed)
@@ -375,6 +379,21 @@ public final class NodeTable: Sendable {
     @discardableResult
     public func removedName(_ name: FileName, in parent: Node) -> Node? {
         removeName(name, in: parent, behindTheMount: false)
+    }
+
+    /// Like `removedName`, for a name known to be the object's last (the version store took
+    /// it, keeping the file alive by a link of its own): the node is unlinked at once.
+    @discardableResult
+    public func removedLastName(_ name: FileName, in parent: Node) -> Node? {
+        state.withLock { state in
+            guard let node = state.byName[NameKey(parent: parent.id, name: name)] else { return nil }
+            state.unname(node)
+            node.nameChanges &+= 1
+            node.linksUnknown.store(false, ordering: .relaxed)
+            node.isUnlinked = true
+            node.keptAfterLastName.store(true, ordering: .relaxed)
+            return node
+        }
     }
 
     /// Like `removedName`, for a name that went away behind the mount: the node remembers it

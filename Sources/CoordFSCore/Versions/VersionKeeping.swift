@@ -1,0 +1,69 @@
+import Glibc
+import SystemPackage
+
+/// Why a version was kept: what was about to make it go.
+public enum VersionKind: String, Sendable, Hashable, CaseIterable {
+    /// A save replaced it.
+    case save
+    /// A delete through the mount removed it.
+    case delete
+    /// A save met it changed behind the mount (it is also kept beside the file as a conflict copy).
+    case conflict
+    /// A restore of an earlier version replaced it.
+    case restore
+}
+
+/// Who made the change that kept a version.
+public struct VersionOrigin: Sendable, Hashable {
+    public let pid: Int32
+    public let uid: UInt32
+    /// The process's name (`comm`), nil when it was gone before it could be read.
+    public let process: String?
+
+    public init(pid: Int32, uid: UInt32, process: String?) {
+        self.pid = pid
+        self.uid = uid
+        self.process = process
+    }
+}
+
+/// A version kept for a commit that has not happened yet: the commit takes it back should
+/// it fail, so that no version stands for a replacement that did not take place.
+public struct KeptVersion: Sendable, Hashable {
+    public let id: Int64
+
+    public init(id: Int64) {
+        self.id = id
+    }
+}
+
+/// Where the mount keeps what its saves replace and its deletes remove (Docs/VERSIONS.md).
+/// The core calls it at the moment a version is about to go: just before a commit's rename
+/// replaces a file, and in place of an unlink. `CoordFSVersions` implements it, so the core
+/// stays free of the database; a mount without versions has none.
+///
+/// Sendable: implementations guard their own state; every call may come from any worker.
+public protocol VersionKeeping: Sendable {
+    /// Keeps the file that `name` in `directory` (a descriptor) names now, which a commit is
+    /// about to replace, by a hard link: no copy. Never fails the commit: a version that
+    /// cannot be kept (another filesystem, a full disk, versions paused) is skipped and nil
+    /// returned.
+    func keepReplaced(_ name: FileName, in directory: Int32, path: MountPath, kind: VersionKind, origin: VersionOrigin) -> KeptVersion?
+
+    /// Undoes `keepReplaced` after the commit failed.
+    func takeBack(_ kept: KeptVersion)
+
+    /// Removes `name` from `directory` by moving the file into the store, when it is a
+    /// regular file whose last name this is; returns false, having changed nothing, when the
+    /// caller is to unlink it as usual (it has other names, it is no regular file, the store
+    /// cannot take it).
+    func removeKeeping(_ name: FileName, in directory: Int32, path: MountPath, origin: VersionOrigin) throws(Errno) -> Bool
+
+    /// A rename through the mount moved `source` (a file or a directory) to `destination`:
+    /// the versions of what moved follow it.
+    func moved(from source: MountPath, to destination: MountPath)
+
+    /// A rename through the mount exchanged `first` and `second` (`RENAME_EXCHANGE`): the
+    /// versions of each follow it.
+    func exchanged(_ first: MountPath, _ second: MountPath)
+}

@@ -1,0 +1,63 @@
+import CoordFSCore
+import CoordFSProtocol
+import Dispatch
+import FoundationEssentials
+import SystemPackage
+
+// The version store's requests: a file's versions and their bytes, for clients whose user
+// may read the file (or, for a deleted one, see that it is gone from its directory).
+extension Session {
+    func listVersions(_ id: RequestID, _ body: Request.Versions) {
+        withVersions(id, body.path) { (catalog, path) throws(ErrorDetail) -> Request.Versions.Reply in
+            let file: FileVersions?
+            do throws(Errno) { file = try catalog.versions(of: path) } catch { throw ErrorDetail(code: .internal, message: "the version index: \(error)") }
+            guard let file else { throw ErrorDetail(code: .noVersion, message: "\(path) has no versions") }
+            return Request.Versions.Reply(file: file.file, deleted: file.deleted, versions: file.versions.map(VersionInfo.init))
+        }
+    }
+
+    func readVersion(_ id: RequestID, _ body: Request.VersionRead) {
+        guard body.offset >= 0, body.length >= 0 else {
+            return fail(id, .badRequest, "version-read: offset and length must not be negative")
+        }
+        let length = min(body.length, Request.VersionRead.maxLength)
+        withVersions(id, body.path) { (catalog, path) throws(ErrorDetail) -> Request.VersionRead.Reply in
+            do throws(Errno) {
+                let bytes = try catalog.read(version: body.version, of: path, offset: body.offset, count: length)
+                return Request.VersionRead.Reply(data: Data(bytes).base64EncodedString(), eof: bytes.count < length)
+            } catch .noSuchFileOrDirectory {
+                throw ErrorDetail(code: .noVersion, message: "\(path) has no version \(body.version)")
+            } catch {
+                throw ErrorDetail(code: .internal, message: "reading version \(body.version) of \(path): \(error)")
+            }
+        }
+    }
+
+    /// Admits `wire` as a path the client may read, then runs `work` off the loop (the index
+    /// and the store are disk reads) and replies with its result on the loop.
+    private func withVersions<Reply: Codable & Sendable>(_ id: RequestID, _ wire: FilePath,
+                                                        _ work: @escaping @Sendable (any VersionCatalog, MountPath) throws(ErrorDetail) -> Reply) {
+        guard let catalog = context.versions else {
+            return fail(id, .versionsOff, "this mount keeps no versions (mount it with --versions)")
+        }
+        let path: MountPath
+        switch admit(wire) {
+        case .failure(let detail): return fail(id, detail)
+        case .success(let admitted): path = admitted
+        }
+        let context = self.context
+        let sessionID = self.id
+        DispatchQueue.global().async {
+            let result: Result<Reply, ErrorDetail>
+            do throws(ErrorDetail) { result = .success(try work(catalog, path)) } catch { result = .failure(error) }
+            context.eventLoop.execute {
+                guard let session = context.sessions[sessionID], !session.isClosed else { return }
+                switch result {
+                case .success(let reply): session.reply(id, reply)
+                case .failure(let detail): session.fail(id, detail)
+                }
+                session.flush()
+            }
+        }
+    }
+}

@@ -1,0 +1,209 @@
+import CoordFSCore
+import Synchronization
+
+/// The store's index: which file each kept version belongs to, and what is known of it.
+/// SQLite in write-ahead-log mode with `synchronous = NORMAL`: a record costs a write to the log
+/// and no fsync, and a crash of the daemon loses no committed record (a power cut may lose the
+/// last ones; `VersionStore.reconcile` then finds their versions without a record and records
+/// them again).
+///
+/// Two tables. `files`: one row per file that has versions, with its path in the mount now
+/// (or where it was deleted); a file keeps its row through saves (which replace its inode) and
+/// renames, so its versions follow it. `versions`: one row per kept version, named in the
+/// store's `objects` folder by its id. Paths are blobs of their exact bytes.
+///
+/// Sendable: the one connection is used under `database`'s lock, by one thread at a time.
+final class VersionIndex: Sendable {
+    private let database: Mutex<SQLiteDatabase>
+
+    init(path: String) throws(SQLiteError) {
+        let connection = try SQLiteDatabase(path: path)
+        try connection.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
+        if try connection.value("PRAGMA user_version")?.integer == 0 {
+            try connection.transaction { () throws(SQLiteError) in
+                try connection.execute("""
+                    CREATE TABLE files (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        path BLOB NOT NULL,
+                        deleted INTEGER NOT NULL DEFAULT 0
+                    );
+                    CREATE INDEX files_by_path ON files(path, deleted);
+                    CREATE TABLE versions (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        file INTEGER NOT NULL REFERENCES files(id),
+                        path BLOB NOT NULL,
+                        size INTEGER NOT NULL,
+                        modified INTEGER NOT NULL,
+                        kept INTEGER NOT NULL,
+                        kind TEXT NOT NULL,
+                        pid INTEGER NOT NULL,
+                        uid INTEGER NOT NULL,
+                        process TEXT,
+                        mode INTEGER NOT NULL,
+                        resolved INTEGER NOT NULL DEFAULT 0,
+                        pinned INTEGER NOT NULL DEFAULT 0
+                    );
+                    CREATE INDEX versions_by_file ON versions(file, id);
+                    PRAGMA user_version = 1;
+                    """)
+            }
+        }
+        database = Mutex(connection)
+    }
+
+    /// What a new version's record holds besides its file.
+    struct NewVersion {
+        let path: MountPath
+        let size: Int64
+        let modified: Int64
+        let kept: Int64
+        let kind: VersionKind
+        let origin: VersionOrigin
+        let mode: UInt32
+    }
+
+    /// Records a version of the file now at `version.path` (giving that file a row if it has
+    /// none yet) and returns its id. With `deletingFile`, the file's row is marked deleted in
+    /// the same transaction: its versions stay under the path it had.
+    func record(_ version: NewVersion, deletingFile: Bool = false) throws(SQLiteError) -> Int64 {
+        try database.withLock { (db) throws(SQLiteError) -> Int64 in
+            try db.transaction { () throws(SQLiteError) -> Int64 in
+                let path = SQLiteValue.blob(version.path.bytes)
+                let file: Int64
+                if let existing = try db.value("SELECT id FROM files WHERE path = ? AND deleted = 0", [path])?.integer {
+                    file = existing
+                } else {
+                    try db.rows("INSERT INTO files (path) VALUES (?)", [path])
+                    file = db.lastInsertedRowID
+                }
+                try db.rows("""
+                    INSERT INTO versions (file, path, size, modified, kept, kind, pid, uid, process, mode)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """, [.integer(file), path, .integer(version.size), .integer(version.modified), .integer(version.kept),
+                          .text(version.kind.rawValue), .integer(Int64(version.origin.pid)), .integer(Int64(version.origin.uid)),
+                          version.origin.process.map(SQLiteValue.text) ?? .null, .integer(Int64(version.mode))])
+                let id = db.lastInsertedRowID
+                if deletingFile { try db.rows("UPDATE files SET deleted = 1 WHERE id = ?", [.integer(file)]) }
+                return id
+            }
+        }
+    }
+
+    /// Removes a version's record (a version that could not be linked, or taken back), and
+    /// undoes the deletion of its file that `record(deletingFile:)` marked.
+    func forget(_ id: Int64, undeleting: Bool = false) throws(SQLiteError) {
+        try database.withLock { (db) throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                if undeleting {
+                    try db.rows("UPDATE files SET deleted = 0 WHERE id = (SELECT file FROM versions WHERE id = ?)", [.integer(id)])
+                }
+                try db.rows("DELETE FROM versions WHERE id = ?", [.integer(id)])
+            }
+        }
+    }
+
+    /// The paths of files that have versions and are not deleted.
+    func livePaths() throws(SQLiteError) -> [MountPath] {
+        try database.withLock { (db) throws(SQLiteError) in
+            try db.rows("SELECT path FROM files WHERE deleted = 0").compactMap { $0[0].blob.flatMap { MountPath(bytes: $0) } }
+        }
+    }
+
+    /// A rename through the mount: what was at `source` and beneath it is at `destination` now.
+    /// A file with versions that the rename replaced counts as deleted (its versions stay),
+    /// unless the file moving over it has none: then the move was a save of it (an editor's
+    /// write-and-rename), and the moving file takes over its versions.
+    func moved(from source: MountPath, to destination: MountPath) throws(SQLiteError) {
+        try database.withLock { (db) throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                let (from, to) = (source.bytes, destination.bytes)
+                let moving = try db.value("SELECT id FROM files WHERE path = ? AND deleted = 0", [.blob(from)])
+                let replaced = try db.value("SELECT id FROM files WHERE path = ? AND deleted = 0", [.blob(to)])
+                if let replaced, moving != nil {
+                    try db.rows("UPDATE files SET deleted = 1 WHERE id = ?", [replaced])
+                }
+                try Self.movePaths(db, from: from, to: to)
+            }
+        }
+    }
+
+    /// A rename that exchanged two paths: each subtree takes the other's place, through a
+    /// prefix no path has (a NUL byte).
+    func exchanged(_ first: MountPath, _ second: MountPath) throws(SQLiteError) {
+        try database.withLock { (db) throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                let (a, b, spare) = (first.bytes, second.bytes, [UInt8(0)])
+                try Self.movePaths(db, from: a, to: spare)
+                try Self.movePaths(db, from: b, to: a)
+                try Self.movePaths(db, from: spare, to: b)
+            }
+        }
+    }
+
+    /// Every live path that is `from` or starts with `from` and a slash starts with `to` instead.
+    /// (`||` makes text of blobs: the result is cast back, as paths are compared as blobs.)
+    private static func movePaths(_ db: SQLiteDatabase, from: [UInt8], to: [UInt8]) throws(SQLiteError) {
+        try db.rows("""
+            UPDATE files SET path = CAST(? || substr(path, ?) AS BLOB) WHERE deleted = 0 AND (path = ? OR substr(path, 1, ?) = ?)
+            """, [.blob(to), .integer(Int64(from.count + 1)), .blob(from), .integer(Int64(from.count + 1)), .blob(from + [UInt8(ascii: "/")])])
+    }
+
+    /// The file with versions at `path`: the one there now, or else the last one deleted there.
+    func file(at path: MountPath) throws(SQLiteError) -> (id: Int64, deleted: Bool)? {
+        try database.withLock { (db) throws(SQLiteError) -> (id: Int64, deleted: Bool)? in
+            guard let row = try db.rows("SELECT id, deleted FROM files WHERE path = ? ORDER BY deleted ASC, id DESC LIMIT 1",
+                                        [.blob(path.bytes)]).first,
+                  let id = row[0].integer else { return nil }
+            return (id, row[1].integer != 0)
+        }
+    }
+
+    private static let versionColumns = "id, file, path, size, modified, kept, kind, pid, uid, process, mode, resolved, pinned"
+
+    /// The versions of a file, oldest first.
+    func versions(of file: Int64) throws(SQLiteError) -> [VersionRecord] {
+        try database.withLock { (db) throws(SQLiteError) in
+            try db.rows("SELECT \(Self.versionColumns) FROM versions WHERE file = ? ORDER BY id", [.integer(file)]).compactMap(Self.record)
+        }
+    }
+
+    /// Every version's id.
+    func allVersionIDs() throws(SQLiteError) -> Set<Int64> {
+        try database.withLock { (db) throws(SQLiteError) in Set(try db.rows("SELECT id FROM versions").compactMap { $0[0].integer }) }
+    }
+
+    /// Records a version found in the store with no record (see `VersionStore.reconcile`)
+    /// under its own id, as a version of a deleted file at the root: not lost, and listed by
+    /// `coordfs versions list MOUNTPOINT`.
+    func recordFound(id: Int64, size: Int64, modified: Int64, mode: UInt32) throws(SQLiteError) {
+        try database.withLock { (db) throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                let root = SQLiteValue.blob(MountPath.root.bytes)
+                try db.rows("INSERT INTO files (path, deleted) VALUES (?, 1)", [root])
+                try db.rows("""
+                    INSERT INTO versions (id, file, path, size, modified, kept, kind, pid, uid, process, mode)
+                    VALUES (?, ?, ?, ?, ?, ?, 'save', 0, 0, NULL, ?)
+                    """, [.integer(id), .integer(db.lastInsertedRowID), root, .integer(size), .integer(modified), .integer(modified),
+                          .integer(Int64(mode))])
+            }
+        }
+    }
+
+    /// The number of versions and of files with versions, and the versions' total size.
+    func summary() throws(SQLiteError) -> VersionSummary {
+        try database.withLock { (db) throws(SQLiteError) in
+            let row = try db.rows("SELECT count(*), count(DISTINCT file), coalesce(sum(size), 0) FROM versions").first ?? []
+            let number = { (index: Int) in row.count > index ? row[index].integer ?? 0 : 0 }
+            return VersionSummary(versions: Int(number(0)), files: Int(number(1)), bytes: number(2))
+        }
+    }
+
+    private static func record(_ row: [SQLiteValue]) -> VersionRecord? {
+        guard row.count == 13, let id = row[0].integer, let file = row[1].integer, let path = row[2].blob.flatMap({ MountPath(bytes: $0) }),
+              let kind = row[6].text.flatMap(VersionKind.init(rawValue:)) else { return nil }
+        return VersionRecord(id: id, file: file, path: path, size: row[3].integer ?? 0, modified: row[4].integer ?? 0, kept: row[5].integer ?? 0,
+                             kind: kind, origin: VersionOrigin(pid: Int32(truncatingIfNeeded: row[7].integer ?? 0),
+                                                               uid: UInt32(truncatingIfNeeded: row[8].integer ?? 0), process: row[9].text),
+                             mode: UInt32(truncatingIfNeeded: row[10].integer ?? 0), resolved: row[11].integer != 0, pinned: row[12].integer != 0)
+    }
+}

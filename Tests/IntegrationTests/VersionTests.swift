@@ -1,0 +1,200 @@
+import Foundation
+import Glibc
+import Testing
+
+/// The version store (`coordfs mount --versions`, Docs/VERSIONS.md) on real mounts: what saves
+/// replace and deletes remove comes back byte for byte through `coordfs versions`, versions
+/// follow their file through renames, and the store stays out of sight.
+@Suite struct VersionTests {
+    static let nobody: (uid: UInt32, gid: UInt32) = (65534, 65534)
+
+    /// `coordfs versions ARGUMENTS` in `directory`.
+    static func versions(_ arguments: [String], in directory: String) throws -> CommandResult {
+        try run([coordfsBinary, "versions"] + arguments, in: directory)
+    }
+
+    /// The versions `coordfs versions list --json` reports of `file`, oldest first.
+    static func list(_ file: String, in directory: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> (deleted: Bool, versions: [[String: Any]]) {
+        let result = try versions(["list", "--json", file], in: directory)
+        try #require(result.status == 0, "\(result)", sourceLocation: sourceLocation)
+        let reply = try #require(try JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any], sourceLocation: sourceLocation)
+        return (reply["deleted"] as? Bool ?? false, reply["versions"] as? [[String: Any]] ?? [])
+    }
+
+    static func randomBytes(_ count: Int) -> Data {
+        var generator = SystemRandomNumberGenerator()
+        return Data((0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) })
+    }
+
+    /// Three saves, a delete and a restore: each replaced version comes back byte for byte,
+    /// with the permissions it had, and the restore keeps what it replaces in turn.
+    @Test func savesAndDeletesKeepVersionsThatRestoreByteForByte() throws {
+        let scratch = try Scratch()
+        try scratch.mount(["--versions"])
+        defer { scratch.unmount() }
+        let contents = [Self.randomBytes(300_000), Self.randomBytes(70_000), Self.randomBytes(1)]
+        let file = scratch.mountpoint + "/data.bin"
+        for content in contents {
+            // As a program saves: open with O_TRUNC, write, close.
+            try content.write(to: URL(fileURLWithPath: file))
+        }
+        chmod(file, 0o640)
+        var listed = try Self.list("data.bin", in: scratch.mountpoint)
+        #expect(listed.versions.map { $0["kind"] as? String } == ["save", "save"], "a new file makes no version; each later save keeps one")
+        #expect(listed.versions.map { $0["size"] as? Int } == [300_000, 70_000])
+        for (version, content) in zip(listed.versions, contents) {
+            let cat = try run([coordfsBinary, "versions", "cat", "data.bin", "\(version["id"] as? Int ?? 0)"], in: scratch.mountpoint)
+            #expect(cat.status == 0 && Data(cat.outputBytes) == content, "version \(version["id"] ?? "?") is not what was saved")
+        }
+
+        #expect(unlink(file) == 0)
+        listed = try Self.list("data.bin", in: scratch.mountpoint)
+        #expect(listed.deleted)
+        let deleted = try #require(listed.versions.last)
+        #expect(deleted["kind"] as? String == "delete" && deleted["size"] as? Int == 1 && deleted["process"] != nil)
+
+        let first = listed.versions[0]["id"] as? Int ?? 0
+        let restored = try Self.versions(["restore", "data.bin", "\(first)"], in: scratch.mountpoint)
+        #expect(restored.status == 0, "\(restored)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: file)) == contents[0])
+        var status = stat()
+        #expect(stat(file, &status) == 0 && status.st_mode & 0o7777 == 0o644, "a deleted file comes back with the version's permissions (0644 when kept)")
+
+        // A restore over a file that exists keeps what it replaces.
+        let second = listed.versions[1]["id"] as? Int ?? 0
+        #expect(try Self.versions(["restore", "data.bin", "\(second)"], in: scratch.mountpoint).status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: file)) == contents[1])
+        let now = try Self.list("data.bin", in: scratch.mountpoint)
+        let kept = try #require(now.versions.last)
+        #expect(!now.deleted && kept["size"] as? Int == 300_000, "the restored file's replaced version is kept: \(now.versions)")
+
+        // Nothing of the store shows through the mount, and its name cannot be taken there.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.mountpoint) == ["data.bin"])
+        #expect(mkdir(scratch.mountpoint + "/.coordfs-versions", 0o755) != 0)
+        #expect(FileManager.default.fileExists(atPath: scratch.backing + "/.coordfs-versions/index.sqlite"))
+    }
+
+    /// Versions follow their file through a move into a directory and a rename of that
+    /// directory; an editor's save (write a new file, rename it over the old) keeps the old
+    /// one as a version of the same file, which a file moved over it does not inherit.
+    @Test func versionsFollowTheirFileThroughRenames() throws {
+        let scratch = try Scratch()
+        try scratch.mount(["--versions"])
+        defer { scratch.unmount() }
+        let result = try shell("""
+            set -e
+            echo one > notes.txt; echo two > notes.txt
+            mkdir drafts; mv notes.txt drafts/notes.txt; mv drafts kept
+            printf 'three\\n' > .notes.txt.swp; mv .notes.txt.swp kept/notes.txt
+            """, in: scratch.mountpoint)
+        #expect(result.status == 0, "\(result)")
+        let listed = try Self.list("kept/notes.txt", in: scratch.mountpoint)
+        #expect(!listed.deleted)
+        #expect(listed.versions.map { $0["size"] as? Int } == [4, 4], "\(listed.versions)")
+        #expect(listed.versions.map { $0["path"] as? String } == ["/notes.txt", "/kept/notes.txt"])
+        let versionIDs = listed.versions.compactMap { $0["id"] as? Int }
+        let texts = try versionIDs.map { try Self.versions(["cat", "kept/notes.txt", "\($0)"], in: scratch.mountpoint).output }
+        #expect(texts == ["one\n", "two\n"])
+        #expect(try String(contentsOfFile: scratch.mountpoint + "/kept/notes.txt", encoding: .utf8) == "three\n")
+
+        // A file with versions of its own moved over another: the other's versions stay with
+        // it, as a deleted file's, and the moved file brings its own.
+        let replace = try shell("echo a > other; echo b > other; mv other kept/notes.txt", in: scratch.mountpoint)
+        #expect(replace.status == 0, "\(replace)")
+        let after = try Self.list("kept/notes.txt", in: scratch.mountpoint)
+        #expect(after.versions.map { $0["path"] as? String } == ["/other"], "\(after.versions)")
+    }
+
+    /// What the command says when there is nothing to show: one line and a non-zero exit.
+    @Test func unknownVersionsFailWithOneClearLine() throws {
+        let scratch = try Scratch()
+        try scratch.mount(["--versions"])
+        defer { scratch.unmount() }
+        try "new\n".write(toFile: scratch.mountpoint + "/fresh", atomically: false, encoding: .utf8)
+        let none = try Self.versions(["list", "fresh"], in: scratch.mountpoint)
+        #expect(none.status != 0 && none.errors.contains("has no versions"), "\(none)")
+        try "newer\n".write(toFile: scratch.mountpoint + "/fresh", atomically: false, encoding: .utf8)
+        let missing = try Self.versions(["cat", "fresh", "999"], in: scratch.mountpoint)
+        #expect(missing.status != 0 && missing.errors.contains("has no version 999") && missing.output.isEmpty, "\(missing)")
+        let restore = try Self.versions(["restore", "fresh", "999"], in: scratch.mountpoint)
+        #expect(restore.status != 0 && restore.errors.contains("has no version 999"), "\(restore)")
+        #expect(try String(contentsOfFile: scratch.mountpoint + "/fresh", encoding: .utf8) == "newer\n", "a failed restore changes nothing")
+        let outside = try Self.versions(["list", "/etc/hostname"], in: scratch.mountpoint)
+        #expect(outside.status != 0 && outside.errors.contains("not inside a coordfs mount"), "\(outside)")
+        #expect(outside.errors.split(separator: "\n").count == 1, "\(outside)")
+
+        let plain = try Scratch()
+        try plain.mount()
+        defer { plain.unmount() }
+        try "x".write(toFile: plain.mountpoint + "/f", atomically: false, encoding: .utf8)
+        let off = try Self.versions(["list", "f"], in: plain.mountpoint)
+        #expect(off.status != 0 && off.errors.contains("keeps no versions"), "\(off)")
+    }
+
+    /// Another user may list and read the versions of a file it may read, and of no other.
+    @Test func anotherUserSeesOnlyVersionsOfFilesItMayRead() throws {
+        let scratch = try Scratch()
+        try scratch.mount(["--versions", "--allow-other", "--socket-mode", "666"])
+        defer { scratch.unmount() }
+        for name in ["open", "secret"] {
+            try "1".write(toFile: scratch.mountpoint + "/" + name, atomically: false, encoding: .utf8)
+            try "2".write(toFile: scratch.mountpoint + "/" + name, atomically: false, encoding: .utf8)
+        }
+        chmod(scratch.mountpoint + "/secret", 0o600)
+        let id = try #require(try Self.list("open", in: scratch.mountpoint).versions.first?["id"] as? Int)
+        let binary = shellQuoted(coordfsBinary)
+        let readable = try shell("\(binary) versions cat open \(id)", in: scratch.mountpoint, user: Self.nobody)
+        #expect(readable.status == 0 && readable.output == "1", "\(readable)")
+        let secretID = try #require(try Self.list("secret", in: scratch.mountpoint).versions.first?["id"] as? Int)
+        for command in ["list secret", "cat secret \(secretID)"] {
+            let refused = try shell("\(binary) versions \(command)", in: scratch.mountpoint, user: Self.nobody)
+            #expect(refused.status != 0 && refused.output.isEmpty && refused.errors.contains("may not read"), "\(command): \(refused)")
+        }
+    }
+
+    /// A file deleted while open is gone as on a plain disk: its open descriptor shows no
+    /// link left, though the store keeps it.
+    @Test func aFileDeletedWhileOpenShowsNoLinkLeft() throws {
+        let scratch = try Scratch()
+        try scratch.mount(["--versions"])
+        defer { scratch.unmount() }
+        let script = """
+            import os, sys
+            for name in ("f", "f"):
+                with open(name, "w") as f: f.write("x")
+            fd = os.open("f", os.O_RDONLY)
+            os.unlink("f")
+            print(os.fstat(fd).st_nlink, os.path.exists("f"))
+            """
+        for directory in [scratch.mountpoint, scratch.plain] {
+            let result = try run(["python3", "-c", script], in: directory)
+            #expect(result.output == "0 False\n", "\(directory): \(result)")
+        }
+        #expect(try Self.list("f", in: scratch.mountpoint).deleted)
+    }
+
+    /// The store and its index agree again at the next start after a crash: a record whose
+    /// version never got its link goes, a version found without a record is recorded (as a
+    /// version of the mount's root), and nothing else changes.
+    @Test func storeAndIndexAgreeAfterACrash() throws {
+        let scratch = try Scratch()
+        try scratch.mount(["--versions"])
+        for text in ["a", "b", "c"] { try text.write(toFile: scratch.mountpoint + "/f", atomically: false, encoding: .utf8) }
+        let before = try Self.list("f", in: scratch.mountpoint).versions.compactMap { $0["id"] as? Int }
+        try #require(before.count == 2)
+        scratch.killDaemon()
+        // As a crash between the record and the link, and a power cut that lost a record, would leave them.
+        let objects = scratch.backing + "/.coordfs-versions/objects/"
+        #expect(unlink(objects + "\(before[1])") == 0)
+        try "found".write(toFile: objects + "9999", atomically: false, encoding: .utf8)
+        try scratch.mount(["--versions"])
+        defer { scratch.unmount() }
+        let after = try Self.list("f", in: scratch.mountpoint).versions.compactMap { $0["id"] as? Int }
+        #expect(after == [before[0]])
+        #expect(try Self.versions(["cat", "f", "\(before[0])"], in: scratch.mountpoint).output == "a")
+        let found = try Self.list(".", in: scratch.mountpoint)
+        #expect(found.versions.compactMap { $0["id"] as? Int } == [9999])
+        #expect(try Self.versions(["cat", ".", "9999"], in: scratch.mountpoint).output == "found")
+        #expect(try String(contentsOfFile: scratch.mountpoint + "/f", encoding: .utf8) == "c")
+    }
+}
