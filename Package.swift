@@ -154,6 +154,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "CoordFSVersionsTests",
+            dependencies: ["CoordFSVersions", "CoordFSCore", logging],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "CoordFSProtocolTests",
             dependencies: ["CoordFSProtocol", systemPackage],
             swiftSettings: swiftSettings

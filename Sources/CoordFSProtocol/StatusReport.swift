@@ -463,11 +463,15 @@ public struct StatusReport: Sendable, Hashable, Codable {
         public var files: Int
         /// The versions' total size.
         public var bytes: Int64
+        /// New versions are not kept for now: the backing's free space is below the floor
+        /// (`--versions-min-free`).
+        public var paused: Bool
 
-        public init(versions: Int, files: Int, bytes: Int64) {
+        public init(versions: Int, files: Int, bytes: Int64, paused: Bool) {
             self.versions = versions
             self.files = files
             self.bytes = bytes
+            self.paused = paused
         }
     }
 

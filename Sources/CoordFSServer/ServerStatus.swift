@@ -59,7 +59,7 @@ extension ServerContext {
                 .map { usage(of: $0) },
             versions: versions.map { store in
                 let summary = store.summary()
-                return StatusReport.VersionStore(versions: summary.versions, files: summary.files, bytes: summary.bytes)
+                return StatusReport.VersionStore(versions: summary.versions, files: summary.files, bytes: summary.bytes, paused: summary.paused)
             })
     }
 }

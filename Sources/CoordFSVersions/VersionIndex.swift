@@ -63,11 +63,11 @@ final class VersionIndex: Sendable {
     }
 
     /// Records a version of the file now at `version.path` (giving that file a row if it has
-    /// none yet) and returns its id. With `deletingFile`, the file's row is marked deleted in
+    /// none yet) and returns its id and the file's. With `deletingFile`, the file's row is marked deleted in
     /// the same transaction: its versions stay under the path it had.
-    func record(_ version: NewVersion, deletingFile: Bool = false) throws(SQLiteError) -> Int64 {
-        try database.withLock { (db) throws(SQLiteError) -> Int64 in
-            try db.transaction { () throws(SQLiteError) -> Int64 in
+    func record(_ version: NewVersion, deletingFile: Bool = false) throws(SQLiteError) -> (id: Int64, file: Int64) {
+        try database.withLock { (db) throws(SQLiteError) -> (id: Int64, file: Int64) in
+            try db.transaction { () throws(SQLiteError) -> (id: Int64, file: Int64) in
                 let path = SQLiteValue.blob(version.path.bytes)
                 let file: Int64
                 if let existing = try db.value("SELECT id FROM files WHERE path = ? AND deleted = 0", [path])?.integer {
@@ -84,7 +84,7 @@ final class VersionIndex: Sendable {
                           version.origin.process.map(SQLiteValue.text) ?? .null, .integer(Int64(version.mode))])
                 let id = db.lastInsertedRowID
                 if deletingFile { try db.rows("UPDATE files SET deleted = 1 WHERE id = ?", [.integer(file)]) }
-                return id
+                return (id, file)
             }
         }
     }
@@ -159,11 +159,31 @@ final class VersionIndex: Sendable {
     }
 
     private static let versionColumns = "id, file, path, size, modified, kept, kind, pid, uid, process, mode, resolved, pinned"
+    private static let versionColumnsOfV = "v.id, v.file, v.path, v.size, v.modified, v.kept, v.kind, v.pid, v.uid, v.process, v.mode, v.resolved, v.pinned"
 
     /// The versions of a file, oldest first.
     func versions(of file: Int64) throws(SQLiteError) -> [VersionRecord] {
         try database.withLock { (db) throws(SQLiteError) in
-            try db.rows("SELECT \(Self.versionColumns) FROM versions WHERE file = ? ORDER BY id", [.integer(file)]).compactMap(Self.record)
+            try db.rows("SELECT \(Self.versionColumns) FROM versions WHERE file = ? ORDER BY kept, id", [.integer(file)]).compactMap(Self.record)
+        }
+    }
+
+    /// Every version, oldest kept first, with whether its file still exists.
+    func allVersions() throws(SQLiteError) -> [(version: VersionRecord, fileExists: Bool)] {
+        try database.withLock { (db) throws(SQLiteError) in
+            try db.rows("SELECT \(Self.versionColumnsOfV), f.deleted FROM versions v JOIN files f ON f.id = v.file ORDER BY v.kept, v.id")
+                .compactMap { row in Self.record(Array(row.prefix(13))).map { ($0, row[13].integer == 0) } }
+        }
+    }
+
+    /// Removes the records of `ids`, and the rows of deleted files left without versions.
+    func remove(_ ids: [Int64]) throws(SQLiteError) {
+        guard !ids.isEmpty else { return }
+        try database.withLock { (db) throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                for id in ids { try db.rows("DELETE FROM versions WHERE id = ?", [.integer(id)]) }
+                try db.rows("DELETE FROM files WHERE deleted = 1 AND NOT EXISTS (SELECT 1 FROM versions WHERE versions.file = files.id)")
+            }
         }
     }
 

@@ -3,6 +3,7 @@ import CoordFSCore
 import Glibc
 import SystemPackage
 import Logging
+import Dispatch
 import Synchronization
 
 /// The version store: a hidden folder at the backing's root (`.coordfs-versions`, never shown
@@ -31,25 +32,43 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
     /// Whether a version could not be linked because the file is on another filesystem than
     /// the store: said once in the log.
     private let warnedOtherFilesystem = Atomic<Bool>(false)
+    private let retention: VersionRetention
+    /// Nanoseconds since the epoch: when a version is kept, and what retention measures ages
+    /// against. Tests pass their own, to live a day in a second.
+    private let clock: @Sendable () -> Int64
+    /// The backing's free space, read at most once a second (`isShortOfSpace`), and whether
+    /// it was below the floor then.
+    private let space = Mutex((readAt: ContinuousClock.Instant?.none, short: false))
+    /// When each file's versions were last thinned (by `clock`): at most once per step.
+    private let thinnedAt = Mutex([Int64: Int64]())
+    /// Thinning and sweeping, off the saves' path, one at a time.
+    private let upkeep = DispatchQueue(label: "coordfs versions upkeep")
 
     /// Opens (making it if need be) the store in the backing directory `backing`, and
     /// reconciles it with its index.
-    public init(backing: String, logger: Logger) throws {
+    /// `retention`: how long versions are kept and how much room they may take; `clock`:
+    /// nanoseconds since the epoch (tests inject theirs); `sweepEvery`: how often every file's
+    /// versions are thinned and the store's share of the disk enforced (nil: only on request).
+    public init(backing: String, retention: VersionRetention = VersionRetention(), clock: @escaping @Sendable () -> Int64 = VersionStore.now,
+                sweepEvery: Duration? = .seconds(600), logger: Logger) throws {
         let root = try Syscall.openAt(AT_FDCWD, backing, Linux.O_PATH | O_DIRECTORY)
         folder = try Self.openFolder(Self.folderName, in: root.raw)
         objects = try Self.openFolder(FileName("objects".utf8)!, in: folder.raw)
         index = try VersionIndex(path: (backing.hasSuffix("/") ? backing : backing + "/") + Self.folderName.description + "/index.sqlite")
         self.logger = logger
+        self.retention = retention
+        self.clock = clock
         try reconcile()
         let paths = try index.livePaths()
         live.withLock { live in for path in paths { live.insert(path) } }
+        if let sweepEvery { scheduleSweep(after: .seconds(60), every: sweepEvery) }
     }
 
     // MARK: Keeping
 
     public func keepReplaced(_ name: FileName, in directory: Int32, path: MountPath, kind: VersionKind, origin: VersionOrigin) -> KeptVersion? {
-        guard let status = try? Syscall.stat(at: directory, name), status.st_mode & S_IFMT == S_IFREG else { return nil }
-        guard let id = record(path: path, status: status, kind: kind, origin: origin) else { return nil }
+        guard mayKeep(path), let status = try? Syscall.stat(at: directory, name), status.st_mode & S_IFMT == S_IFREG else { return nil }
+        guard let (id, file) = record(path: path, status: status, kind: kind, origin: origin) else { return nil }
         let store = objects.raw
         do throws(Errno) {
             try name.withCString { (source) throws(Errno) in try Syscall.link(directory, source, to: store, Self.objectName(id), flags: 0) }
@@ -59,6 +78,7 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
             return nil
         }
         live.withLock { $0.insert(path) }
+        thinSoon(file, fileExists: true)
         return KeptVersion(id: id)
     }
 
@@ -70,8 +90,8 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
     public func removeKeeping(_ name: FileName, in directory: Int32, path: MountPath, origin: VersionOrigin) throws(Errno) -> Bool {
         // Only the last name of a regular file: removing another name deletes nothing, and the
         // file's link count must drop as a plain unlink's would.
-        guard let status = try? Syscall.stat(at: directory, name), status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1,
-              let id = record(path: path, status: status, kind: .delete, origin: origin, deletingFile: true) else { return false }
+        guard mayKeep(path), let status = try? Syscall.stat(at: directory, name), status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1,
+              let (id, file) = record(path: path, status: status, kind: .delete, origin: origin, deletingFile: true) else { return false }
         do throws(Errno) {
             try Syscall.rename(directory, name, to: objects.raw, Self.objectName(id), flags: Linux.RENAME_NOREPLACE)
         } catch {
@@ -81,6 +101,7 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
             return false
         }
         live.withLock { $0.remove(path) }
+        thinSoon(file, fileExists: false)
         return true
     }
 
@@ -113,11 +134,11 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
 
     /// Records a version of the file at `path` with the attributes in `status`; nil (logged)
     /// when the index refuses.
-    private func record(path: MountPath, status: stat, kind: VersionKind, origin: VersionOrigin, deletingFile: Bool = false) -> Int64? {
+    private func record(path: MountPath, status: stat, kind: VersionKind, origin: VersionOrigin, deletingFile: Bool = false) -> (id: Int64, file: Int64)? {
         let version = VersionIndex.NewVersion(
             path: path, size: Int64(status.st_size),
             modified: Int64(status.st_mtim.tv_sec) * 1_000_000_000 + Int64(status.st_mtim.tv_nsec),
-            kept: Self.now(), kind: kind, origin: origin, mode: UInt32(status.st_mode))
+            kept: clock(), kind: kind, origin: origin, mode: UInt32(status.st_mode))
         do {
             return try index.record(version, deletingFile: deletingFile)
         } catch {
@@ -135,6 +156,108 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
             return
         }
         logger.warning("versions: a version could not be kept", metadata: ["path": "\(path)", "error": "\(error)"])
+    }
+
+    // MARK: Retention
+
+    /// Whether a version of `path` is kept at all: not excluded, and the backing not short of space.
+    private func mayKeep(_ path: MountPath) -> Bool {
+        !retention.exclusions.matches(path) && !isShortOfSpace()
+    }
+
+    /// Whether the backing's free space is below the floor, read at most once a second. Below
+    /// it, versions pause rather than a save fail for want of room; the log says so when it
+    /// starts and ends.
+    func isShortOfSpace() -> Bool {
+        let now = ContinuousClock.now
+        if let known = space.withLock({ $0.readAt.map { now - $0 < .seconds(1) } == true ? $0.short : nil }) { return known }
+        let short = freeBytes().map { $0 < retention.minimumFreeBytes } ?? false
+        let was = space.withLock { space in
+            defer { space = (now, short) }
+            return space.short
+        }
+        if short != was {
+            if short {
+                logger.warning("versions paused: the backing has less free space than the floor; saves go on without keeping versions",
+                               metadata: ["floor": "\(retention.minimumFreeBytes)"])
+            } else {
+                logger.notice("versions resumed: the backing has room again")
+            }
+        }
+        return short
+    }
+
+    /// Free space in the backing for an unprivileged writer, nil when it cannot be read.
+    private func freeBytes() -> Int64? {
+        guard let status = try? Syscall.statfs(folder.raw) else { return nil }
+        return Int64(status.f_bavail) * Int64(status.f_frsize)
+    }
+
+    /// Thins the file's versions off the saves' path, at most once per 30 seconds of `clock`
+    /// (the narrowest step: nothing more can expire sooner but by the maximum age).
+    private func thinSoon(_ file: Int64, fileExists: Bool) {
+        let now = clock()
+        let due = thinnedAt.withLock { thinned in
+            guard now - (thinned[file] ?? .min / 2) >= 30 * 1_000_000_000 else { return false }
+            thinned[file] = now
+            return true
+        }
+        guard due else { return }
+        upkeep.async { [self] in thin(file, fileExists: fileExists, now: now) }
+    }
+
+    /// Removes the versions of one file that retention says have expired.
+    private func thin(_ file: Int64, fileExists: Bool, now: Int64) {
+        guard let versions = try? index.versions(of: file) else { return }
+        remove(retention.expired(versions, now: now, fileExists: fileExists))
+    }
+
+    /// Thins every file's versions, then, while the store takes more than its share of the
+    /// backing's room, removes the oldest versions that may expire. Returns how many went.
+    @discardableResult
+    public func sweep() -> Int {
+        let now = clock()
+        guard let all = try? index.allVersions() else { return 0 }
+        var byFile: [Int64: (versions: [VersionRecord], exists: Bool)] = [:]
+        for (version, exists) in all { byFile[version.file, default: ([], exists)].versions.append(version) }
+        var expired = Set<Int64>()
+        for (_, file) in byFile {
+            expired.formUnion(retention.expired(file.versions, now: now, fileExists: file.exists))
+        }
+        var bytes = all.reduce(Int64(0)) { $0 + (expired.contains($1.version.id) ? 0 : $1.version.size) }
+        if let free = freeBytes() {
+            let allowed = Int64(retention.spaceShare * Double(free + bytes))
+            let newest = Set(byFile.values.compactMap { $0.exists ? $0.versions.last?.id : nil })
+            for (version, _) in all where bytes > allowed && !expired.contains(version.id)
+                && !newest.contains(version.id) && !VersionRetention.isProtected(version) {
+                expired.insert(version.id)
+                bytes -= version.size
+            }
+        }
+        remove(Array(expired))
+        return expired.count
+    }
+
+    /// Removes versions: their links first, then their records (a crash in between leaves
+    /// records without versions, which the next start drops).
+    private func remove(_ ids: [Int64]) {
+        guard !ids.isEmpty else { return }
+        for id in ids { _ = try? Syscall.unlink(at: objects.raw, Self.objectName(id), flags: 0) }
+        do {
+            try index.remove(ids)
+        } catch {
+            logger.error("versions: expired versions could not be removed from the index", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func scheduleSweep(after delay: Duration, every period: Duration) {
+        let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
+        upkeep.asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) { [weak self] in
+            guard let self else { return }
+            let removed = sweep()
+            if removed > 0 { logger.info("versions: expired versions removed", metadata: ["count": "\(removed)"]) }
+            scheduleSweep(after: period, every: period)
+        }
     }
 
     // MARK: Reading
@@ -164,7 +287,9 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
     }
 
     public func summary() -> VersionSummary {
-        (try? index.summary()) ?? VersionSummary(versions: 0, files: 0, bytes: 0)
+        var summary = (try? index.summary()) ?? VersionSummary(versions: 0, files: 0, bytes: 0)
+        summary.paused = space.withLock { $0.short }
+        return summary
     }
 
     // MARK: Start
@@ -199,7 +324,8 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
         FileName(String(id).utf8)!
     }
 
-    static func now() -> Int64 {
+    /// The real clock: nanoseconds since the epoch.
+    public static func now() -> Int64 {
         var time = timespec()
         clock_gettime(CLOCK_REALTIME, &time)
         return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)

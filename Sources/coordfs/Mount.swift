@@ -110,6 +110,21 @@ struct Mount: ParsableCommand {
     @Flag(help: "Keep what saves replace and deletes remove as versions, in .coordfs-versions at the backing's root (coordfs versions lists and restores them).")
     var versions = false
 
+    @Option(help: ArgumentHelp("Which versions stay: staggered (one per 30 s for the last hour, per hour for the last day, per day for 30 days, per week after) or all.", valueName: "how"))
+    var versionsKeep: VersionRetention.Thinning = .staggered
+
+    @Option(help: ArgumentHelp("Versions older than this many days go, whatever --versions-keep says; 0: none goes for its age.", valueName: "days"))
+    var versionsMaxAge: Double = 365
+
+    @Option(help: ArgumentHelp("The most of the backing's room (free space plus the store) the versions may take, in percent: past it the oldest go.", valueName: "percent"))
+    var versionsSpaceShare: Double = VersionRetention.defaultSpaceShare * 100
+
+    @Option(help: ArgumentHelp("Below this much free space in the backing, new versions are not kept and saves go on.", valueName: "MiB"))
+    var versionsMinFree: Int64 = VersionRetention.defaultMinimumFreeBytes >> 20
+
+    @Option(name: .customLong("versions-exclude"), help: ArgumentHelp("A name or path pattern of files whose versions are not kept (repeatable).", valueName: "pattern"), transform: ExactArguments.display)
+    var versionsExclude: [String] = []
+
     @Flag(help: "Do not watch the backing for changes made directly in it (for setups where everything goes through the mount: no watch, day-long caches).")
     var noWatchBacking = false
 
@@ -160,6 +175,15 @@ struct Mount: ParsableCommand {
         guard socketPermissions != nil else { throw ValidationError("--socket-mode must be an octal mode such as 600 or 666") }
         if noWatchBacking, watchBacking != nil { throw ValidationError("--no-watch-backing and --watch-backing exclude each other") }
         if let problem = clusterChoice.problem { throw ValidationError(problem) }
+        guard versionsMaxAge >= 0, versionsMaxAge.isFinite else { throw ValidationError("--versions-max-age must be 0 (no limit) or more days") }
+        guard versionsSpaceShare > 0, versionsSpaceShare <= 100 else { throw ValidationError("--versions-space-share must be a percentage above 0, at most 100") }
+        guard versionsMinFree >= 0 else { throw ValidationError("--versions-min-free cannot be negative") }
+    }
+
+    /// What the `--versions-…` options say.
+    var versionRetention: VersionRetention {
+        VersionRetention(thinning: versionsKeep, maximumAge: versionsMaxAge == 0 ? nil : .seconds(versionsMaxAge * 86_400),
+                         spaceShare: versionsSpaceShare / 100, minimumFreeBytes: versionsMinFree << 20, exclusions: versionsExclude)
     }
 
     var clusterChoice: ClusterChoice { ClusterChoice(conninfo: cluster, file: clusterFile, name: clusterName) }
@@ -383,7 +407,7 @@ struct Mount: ParsableCommand {
     private func openVersionStore(backing: String, logger: Logger) throws(MountFailure) -> VersionStore? {
         guard versions, !readOnly else { return nil }
         do {
-            return try VersionStore(backing: backing, logger: logger)
+            return try VersionStore(backing: backing, retention: versionRetention, logger: logger)
         } catch {
             throw MountFailure("cannot open the version store in \(backing)/\(VersionStore.folderName): \(error)")
         }

@@ -69,7 +69,7 @@ struct Status: ParsableCommand {
         let server = report.server
         lines.append("\(server.name) · protocol \(server.version) · up \(formatDuration(server.uptime)) · socket \(server.socket)")
         if let versions = report.versions {
-            lines.append("keeping versions: \(versions.versions) of \(versions.files) file\(versions.files == 1 ? "" : "s"), \(Self.mebibytes(Int(versions.bytes)))")
+            lines.append("\(versions.paused ? "versions paused (the backing is short of free space)" : "keeping versions"): \(versions.versions) of \(versions.files) file\(versions.files == 1 ? "" : "s"), \(Self.mebibytes(Int(versions.bytes)))")
         }
         lines.append(server.watch.map { "watching the backing for changes made directly in it (\($0))" }
                      ?? "not watching the backing: changes made directly in it are not seen")

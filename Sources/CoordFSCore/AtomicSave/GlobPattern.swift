@@ -189,3 +189,37 @@ struct PathPattern: Sendable, Equatable {
         return reachable[components.count]
     }
 }
+
+/// Patterns as the command line takes them: one without `/` is matched against an item's
+/// name (`*.db`), one with `/` against its whole path (`/logs/**`). Used by the in-place
+/// policy and by the version store's exclusions.
+public struct PathPatternSet: Sendable, Equatable {
+    let namePatterns: [GlobPattern]
+    let pathPatterns: [PathPattern]
+
+    /// Empty patterns are ignored.
+    public init(_ patterns: [String]) {
+        var names: [GlobPattern] = []
+        var paths: [PathPattern] = []
+        for pattern in patterns where !pattern.isEmpty {
+            if pattern.contains("/") {
+                paths.append(PathPattern(pattern))
+            } else {
+                names.append(GlobPattern(pattern))
+            }
+        }
+        namePatterns = names
+        pathPatterns = paths
+    }
+
+    public var isEmpty: Bool { namePatterns.isEmpty && pathPatterns.isEmpty }
+
+    /// Whether a pattern matches `path`'s name or the whole path.
+    public func matches(_ path: MountPath) -> Bool {
+        if let name = path.name, !namePatterns.isEmpty {
+            let scalars = name.scalars
+            if namePatterns.contains(where: { $0.matches(scalars: scalars) }) { return true }
+        }
+        return pathPatterns.contains(where: { $0.matches(path.components) })
+    }
+}

@@ -57,8 +57,7 @@ public struct InPlacePolicy: Sendable {
 
     public let patterns: [String]
     public let largerThan: Int64?
-    let namePatterns: [GlobPattern]
-    let pathPatterns: [PathPattern]
+    let matcher: PathPatternSet
 
     /// - Parameters:
     ///   - patterns: name or path patterns, see the type's documentation; empty ones are ignored.
@@ -66,17 +65,7 @@ public struct InPlacePolicy: Sendable {
     public init(patterns: [String] = InPlacePolicy.defaultPatterns, largerThan: Int64? = InPlacePolicy.defaultLargerThan) {
         self.patterns = patterns
         self.largerThan = largerThan
-        var names: [GlobPattern] = []
-        var paths: [PathPattern] = []
-        for pattern in patterns where !pattern.isEmpty {
-            if pattern.contains("/") {
-                paths.append(PathPattern(pattern))
-            } else {
-                names.append(GlobPattern(pattern))
-            }
-        }
-        self.namePatterns = names
-        self.pathPatterns = paths
+        self.matcher = PathPatternSet(patterns)
     }
 
     /// Whether the file at `path` is written in place: a pattern matches it, or it is larger
@@ -90,11 +79,7 @@ public struct InPlacePolicy: Sendable {
     ///     what the file's extent map costs, not what its bytes do, so such a file keeps its
     ///     atomic saves whatever its size.
     public func isInPlace(_ path: MountPath, size: Int64, clones: () -> Bool = { false }) -> Bool {
-        if let name = path.name, !namePatterns.isEmpty {
-            let scalars = name.scalars
-            if namePatterns.contains(where: { $0.matches(scalars: scalars) }) { return true }
-        }
-        if pathPatterns.contains(where: { $0.matches(path.components) }) { return true }
+        if matcher.matches(path) { return true }
         if let largerThan, size > largerThan { return !clones() }
         return false
     }

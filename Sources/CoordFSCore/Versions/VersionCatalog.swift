@@ -70,11 +70,14 @@ public struct VersionSummary: Sendable, Hashable {
     public let versions: Int
     public let files: Int
     public let bytes: Int64
+    /// New versions are not kept: the backing's free space is below the floor.
+    public var paused = false
 
-    public init(versions: Int, files: Int, bytes: Int64) {
+    public init(versions: Int, files: Int, bytes: Int64, paused: Bool = false) {
         self.versions = versions
         self.files = files
         self.bytes = bytes
+        self.paused = paused
     }
 }
 
