@@ -71,6 +71,10 @@ extension RequestEnvelope: Codable {
             case "status": request = .status(Request.Status())
             case "versions": request = .versions(try .init(from: decoder))
             case "version-read": request = .versionRead(try .init(from: decoder))
+            case "version-change": request = .versionChange(try .init(from: decoder))
+            case "version-remove": request = .versionRemove(try .init(from: decoder))
+            case "conflicts": request = .conflicts(try .init(from: decoder))
+            case "version-restored": request = .versionRestored(try .init(from: decoder))
             default:
                 throw RequestRejection(id: id, code: .unknownRequest,
                                        message: "unknown op \"\(op.prefix(64))\"; known: \(Request.operations.joined(separator: ", "))")
@@ -104,6 +108,10 @@ extension RequestEnvelope: Codable {
         case .status(let body): try body.encode(to: encoder)
         case .versions(let body): try body.encode(to: encoder)
         case .versionRead(let body): try body.encode(to: encoder)
+        case .versionChange(let body): try body.encode(to: encoder)
+        case .versionRemove(let body): try body.encode(to: encoder)
+        case .conflicts(let body): try body.encode(to: encoder)
+        case .versionRestored(let body): try body.encode(to: encoder)
         }
     }
 }

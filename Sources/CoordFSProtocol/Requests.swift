@@ -16,6 +16,10 @@ public enum Request: Sendable, Hashable {
     case status(Status)
     case versions(Versions)
     case versionRead(VersionRead)
+    case versionChange(VersionChange)
+    case versionRemove(VersionRemove)
+    case conflicts(Conflicts)
+    case versionRestored(VersionRestored)
 
     /// The operation's name on the wire.
     public var op: String {
@@ -32,11 +36,16 @@ public enum Request: Sendable, Hashable {
         case .status: "status"
         case .versions: "versions"
         case .versionRead: "version-read"
+        case .versionChange: "version-change"
+        case .versionRemove: "version-remove"
+        case .conflicts: "conflicts"
+        case .versionRestored: "version-restored"
         }
     }
 
     public static let operations = ["hello", "subscribe", "unsubscribe", "present", "answer", "unpresent",
-                                    "claim", "release", "cancel", "status", "versions", "version-read"]
+                                    "claim", "release", "cancel", "status", "versions", "version-read",
+                                    "version-change", "version-remove", "conflicts", "version-restored"]
 
     /// Must come first on every connection.
     public struct Hello: Sendable, Hashable, Codable {

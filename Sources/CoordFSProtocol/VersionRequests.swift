@@ -161,3 +161,173 @@ public struct VersionInfo: Sendable, Hashable, Codable {
         try container.encode(pinned, forKey: .pinned)
     }
 }
+
+extension Request {
+    /// Pins or unpins a version, marks it resolved or not (absent: unchanged). Needs write
+    /// permission on the file. The reply is the version as it is now.
+    public struct VersionChange: Sendable, Hashable, Codable {
+        public var path: FilePath
+        public var version: Int64
+        public var pinned: Bool?
+        public var resolved: Bool?
+
+        public init(path: FilePath, version: Int64, pinned: Bool? = nil, resolved: Bool? = nil) {
+            self.path = path
+            self.version = version
+            self.pinned = pinned
+            self.resolved = resolved
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case path, pathBytes, version, pinned, resolved
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            path = try container.decodePath(forKey: .path)
+            version = try container.decode(Int64.self, forKey: .version)
+            pinned = try container.decodeIfPresent(Bool.self, forKey: .pinned)
+            resolved = try container.decodeIfPresent(Bool.self, forKey: .resolved)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encodePath(path, forKey: .path)
+            try container.encode(version, forKey: .version)
+            try container.encodeIfPresent(pinned, forKey: .pinned)
+            try container.encodeIfPresent(resolved, forKey: .resolved)
+        }
+    }
+
+    /// Removes versions of a file: `versions`, or all of them when absent. Needs write
+    /// permission on the file. The reply says how many went: `{"removed":N}`.
+    public struct VersionRemove: Sendable, Hashable, Codable {
+        public var path: FilePath
+        public var versions: [Int64]?
+
+        public init(path: FilePath, versions: [Int64]?) {
+            self.path = path
+            self.versions = versions
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case path, pathBytes, versions
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            path = try container.decodePath(forKey: .path)
+            versions = try container.decodeIfPresent([Int64].self, forKey: .versions)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encodePath(path, forKey: .path)
+            try container.encodeIfPresent(versions, forKey: .versions)
+        }
+
+        public struct Reply: Sendable, Hashable, Codable {
+            public var removed: Int
+
+            public init(removed: Int) {
+                self.removed = removed
+            }
+        }
+    }
+
+    /// The files at or beneath a path with conflict versions not resolved yet (only files the
+    /// client's user may read).
+    public struct Conflicts: Sendable, Hashable, Codable {
+        public var path: FilePath
+
+        public init(path: FilePath) {
+            self.path = path
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case path, pathBytes
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            path = try container.decodePath(forKey: .path)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encodePath(path, forKey: .path)
+        }
+
+        public struct Reply: Sendable, Hashable, Codable {
+            public var files: [FileConflicts]
+
+            public init(files: [FileConflicts]) {
+                self.files = files
+            }
+        }
+
+        public struct FileConflicts: Sendable, Hashable, Codable {
+            /// The file as it is named now.
+            public var path: FilePath
+            public var versions: [VersionInfo]
+
+            public init(path: FilePath, versions: [VersionInfo]) {
+                self.path = path
+                self.versions = versions
+            }
+
+            private enum CodingKeys: String, CodingKey {
+                case path, pathBytes, versions
+            }
+
+            public init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                path = try container.decodePath(forKey: .path)
+                versions = try container.decode([VersionInfo].self, forKey: .versions)
+            }
+
+            public func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encodePath(path, forKey: .path)
+                try container.encode(versions, forKey: .versions)
+            }
+        }
+    }
+
+    /// Says that this client has just restored `version` of the file by writing it through the
+    /// mount (as `coordfs versions restore` does): the version that write replaced is marked
+    /// `restore`, and a deleted file brought back keeps its versions. Needs write permission.
+    public struct VersionRestored: Sendable, Hashable, Codable {
+        public var path: FilePath
+        public var version: Int64
+
+        public init(path: FilePath, version: Int64) {
+            self.path = path
+            self.version = version
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case path, pathBytes, version
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            path = try container.decodePath(forKey: .path)
+            version = try container.decode(Int64.self, forKey: .version)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encodePath(path, forKey: .path)
+            try container.encode(version, forKey: .version)
+        }
+
+        public struct Reply: Sendable, Hashable, Codable {
+            public var restored: Bool
+
+            public init(restored: Bool) {
+                self.restored = restored
+            }
+        }
+    }
+}

@@ -33,9 +33,61 @@ extension Session {
         }
     }
 
-    /// Admits `wire` as a path the client may read, then runs `work` off the loop (the index
-    /// and the store are disk reads) and replies with its result on the loop.
-    private func withVersions<Reply: Codable & Sendable>(_ id: RequestID, _ wire: FilePath,
+    func changeVersion(_ id: RequestID, _ body: Request.VersionChange) {
+        withVersions(id, body.path, changing: true) { (catalog, path) throws(ErrorDetail) -> VersionInfo in
+            do throws(Errno) {
+                return VersionInfo(try catalog.change(version: body.version, of: path, pinned: body.pinned, resolved: body.resolved))
+            } catch {
+                throw Self.detail(error, path, body.version)
+            }
+        }
+    }
+
+    func removeVersions(_ id: RequestID, _ body: Request.VersionRemove) {
+        withVersions(id, body.path, changing: true) { (catalog, path) throws(ErrorDetail) -> Request.VersionRemove.Reply in
+            do throws(Errno) {
+                return Request.VersionRemove.Reply(removed: try catalog.remove(versions: body.versions, of: path))
+            } catch {
+                throw Self.detail(error, path, nil)
+            }
+        }
+    }
+
+    func listConflicts(_ id: RequestID, _ body: Request.Conflicts) {
+        let (access, peer) = (context.access, self.peer)
+        withVersions(id, body.path) { (catalog, path) throws(ErrorDetail) -> Request.Conflicts.Reply in
+            let found: [(path: MountPath, versions: [VersionRecord])]
+            do throws(Errno) { found = try catalog.conflicts(beneath: path) } catch { throw Self.detail(error, path, nil) }
+            // Only files this client's user could read itself.
+            let shown = found.filter { peer.uid == 0 || access.readAccess($0.path, uid: peer.uid, gid: peer.gid, pid: peer.pid) == .readable }
+            return Request.Conflicts.Reply(files: shown.map { .init(path: $0.path.filePath, versions: $0.versions.map(VersionInfo.init)) })
+        }
+    }
+
+    func noteRestored(_ id: RequestID, _ body: Request.VersionRestored) {
+        let pid = peer.pid
+        withVersions(id, body.path, changing: true) { (catalog, path) throws(ErrorDetail) -> Request.VersionRestored.Reply in
+            do throws(Errno) {
+                try catalog.restored(version: body.version, of: path, by: pid)
+                return Request.VersionRestored.Reply(restored: true)
+            } catch {
+                throw Self.detail(error, path, body.version)
+            }
+        }
+    }
+
+    /// The error a catalog's failure stands for.
+    private static func detail(_ error: Errno, _ path: MountPath, _ version: Int64?) -> ErrorDetail {
+        if error == .noSuchFileOrDirectory {
+            return ErrorDetail(code: .noVersion, message: version.map { "\(path) has no version \($0)" } ?? "\(path) has no versions")
+        }
+        return ErrorDetail(code: .internal, message: "the version store: \(error)")
+    }
+
+    /// Admits `wire` as a path the client may read (with `changing`, one it may also write),
+    /// then runs `work` off the loop (the index and the store are disk reads) and replies with
+    /// its result on the loop.
+    private func withVersions<Reply: Codable & Sendable>(_ id: RequestID, _ wire: FilePath, changing: Bool = false,
                                                         _ work: @escaping @Sendable (any VersionCatalog, MountPath) throws(ErrorDetail) -> Reply) {
         guard let catalog = context.versions else {
             return fail(id, .versionsOff, "this mount keeps no versions (mount it with --versions)")
@@ -44,6 +96,9 @@ extension Session {
         switch admit(wire) {
         case .failure(let detail): return fail(id, detail)
         case .success(let admitted): path = admitted
+        }
+        if changing && !gate.mayChange(path) {
+            return fail(id, .notPermitted, "\(path): uid \(peer.uid) may not change it, nor its versions")
         }
         let context = self.context
         let sessionID = self.id

@@ -152,6 +152,10 @@ final class Session {
         case .status: status(id)
         case .versions(let body): listVersions(id, body)
         case .versionRead(let body): readVersion(id, body)
+        case .versionChange(let body): changeVersion(id, body)
+        case .versionRemove(let body): removeVersions(id, body)
+        case .conflicts(let body): listConflicts(id, body)
+        case .versionRestored(let body): noteRestored(id, body)
         }
     }
 

@@ -187,6 +187,54 @@ final class VersionIndex: Sendable {
         }
     }
 
+    /// Sets a version's flags (nil: unchanged); false when there is no such version.
+    func setFlags(of id: Int64, pinned: Bool?, resolved: Bool?) throws(SQLiteError) -> Bool {
+        try database.withLock { (db) throws(SQLiteError) -> Bool in
+            try db.transaction { () throws(SQLiteError) -> Bool in
+                guard try db.value("SELECT id FROM versions WHERE id = ?", [.integer(id)]) != nil else { return false }
+                if let pinned { try db.rows("UPDATE versions SET pinned = ? WHERE id = ?", [.integer(pinned ? 1 : 0), .integer(id)]) }
+                if let resolved { try db.rows("UPDATE versions SET resolved = ? WHERE id = ?", [.integer(resolved ? 1 : 0), .integer(id)]) }
+                return true
+            }
+        }
+    }
+
+    /// The unresolved conflict versions of live files at or beneath `path`, with each file's path now.
+    func conflicts(beneath path: MountPath) throws(SQLiteError) -> [(path: MountPath, version: VersionRecord)] {
+        let bytes = path.bytes
+        let prefix = path.isRoot ? bytes : bytes + [UInt8(ascii: "/")]
+        return try database.withLock { (db) throws(SQLiteError) in
+            try db.rows("""
+                SELECT \(Self.versionColumnsOfV), f.path FROM versions v JOIN files f ON f.id = v.file
+                WHERE f.deleted = 0 AND v.kind = 'conflict' AND v.resolved = 0 AND (f.path = ? OR substr(f.path, 1, ?) = ?)
+                ORDER BY f.path, v.id
+                """, [.blob(bytes), .integer(Int64(prefix.count)), .blob(prefix)]).compactMap { row in
+                guard let version = Self.record(Array(row.prefix(13))), let now = row[13].blob.flatMap({ MountPath(bytes: $0) }) else { return nil }
+                return (now, version)
+            }
+        }
+    }
+
+    /// After a restore by `pid` at `path`: the newest version of the live file there that `pid`
+    /// kept since `since` is marked a restore's; when the file there is new (a deleted file
+    /// brought back), the last file deleted there takes it over again.
+    func noteRestore(at path: MountPath, by pid: Int32, since: Int64) throws(SQLiteError) {
+        try database.withLock { (db) throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                let bytes = SQLiteValue.blob(path.bytes)
+                if try db.value("SELECT id FROM files WHERE path = ? AND deleted = 0", [bytes]) == nil,
+                   let deleted = try db.value("SELECT id FROM files WHERE path = ? AND deleted = 1 ORDER BY id DESC LIMIT 1", [bytes]) {
+                    try db.rows("UPDATE files SET deleted = 0 WHERE id = ?", [deleted])
+                }
+                try db.rows("""
+                    UPDATE versions SET kind = 'restore' WHERE id = (
+                        SELECT max(v.id) FROM versions v JOIN files f ON f.id = v.file
+                        WHERE f.path = ? AND f.deleted = 0 AND v.pid = ? AND v.kept >= ? AND v.kind = 'save')
+                    """, [bytes, .integer(Int64(pid)), .integer(since)])
+            }
+        }
+    }
+
     /// Every version's id.
     func allVersionIDs() throws(SQLiteError) -> Set<Int64> {
         try database.withLock { (db) throws(SQLiteError) in Set(try db.rows("SELECT id FROM versions").compactMap { $0[0].integer }) }

@@ -286,6 +286,54 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
         return Array(buffer[..<filled])
     }
 
+    public func change(version id: Int64, of path: MountPath, pinned: Bool?, resolved: Bool?) throws(Errno) -> VersionRecord {
+        guard let file = try versions(of: path), file.versions.contains(where: { $0.id == id }) else { throw .noSuchFileOrDirectory }
+        do {
+            guard try index.setFlags(of: id, pinned: pinned, resolved: resolved),
+                  let changed = try index.versions(of: file.file).first(where: { $0.id == id }) else { throw Errno.noSuchFileOrDirectory }
+            return changed
+        } catch let error as Errno {
+            throw error
+        } catch {
+            logger.error("versions: the index refused a change", metadata: ["error": "\(error)"])
+            throw .ioError
+        }
+    }
+
+    public func remove(versions ids: [Int64]?, of path: MountPath) throws(Errno) -> Int {
+        guard let file = try versions(of: path) else { throw .noSuchFileOrDirectory }
+        let known = Set(file.versions.map(\.id))
+        let chosen = ids ?? Array(known)
+        guard chosen.allSatisfy(known.contains) else { throw .noSuchFileOrDirectory }
+        // A file left without versions keeps its row: its next version joins it.
+        remove(chosen)
+        return chosen.count
+    }
+
+    public func conflicts(beneath path: MountPath) throws(Errno) -> [(path: MountPath, versions: [VersionRecord])] {
+        do {
+            var grouped: [(path: MountPath, versions: [VersionRecord])] = []
+            for (now, version) in try index.conflicts(beneath: path) {
+                if grouped.last?.path == now { grouped[grouped.count - 1].versions.append(version) } else { grouped.append((now, [version])) }
+            }
+            return grouped
+        } catch {
+            logger.error("versions: the index could not be read", metadata: ["error": "\(error)"])
+            throw .ioError
+        }
+    }
+
+    public func restored(version id: Int64, of path: MountPath, by pid: Int32) throws(Errno) {
+        do {
+            // The restore's save kept its version within the last minute, if it replaced a file.
+            try index.noteRestore(at: path, by: pid, since: clock() - 60 * 1_000_000_000)
+            live.withLock { $0.insert(path) }
+        } catch {
+            logger.error("versions: the index refused to record a restore", metadata: ["error": "\(error)"])
+            throw .ioError
+        }
+    }
+
     public func summary() -> VersionSummary {
         var summary = (try? index.summary()) ?? VersionSummary(versions: 0, files: 0, bytes: 0)
         summary.paused = space.withLock { $0.short }

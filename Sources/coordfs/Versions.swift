@@ -9,7 +9,7 @@ import SystemPackage
 struct Versions: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List, show and restore the versions a mount with --versions kept of a file.",
-        subcommands: [List.self, Cat.self, Restore.self]
+        subcommands: [List.self, Cat.self, Restore.self, Pin.self, Unpin.self, Resolve.self, Remove.self, Conflicts.self]
     )
 
     /// The file's location in its mount, for the subcommands.
@@ -92,6 +92,99 @@ struct Versions: ParsableCommand {
             }
             // The close commits the save: its failure is the restore's.
             guard close(file) == 0 else { throw CleanExit.failure("cannot write \(target.file): \(Errno(rawValue: errno))") }
+            try Versions.withConnection(target.file) { connection, path in try await connection.noteRestored(id, of: path) }
+        }
+    }
+
+    struct Pin: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Keep a version whatever retention says.")
+
+        @OptionGroup var target: FileArgument
+
+        @Argument(help: "The version's id.")
+        var id: Int64
+
+        func run() throws {
+            let id = self.id
+            _ = try Versions.withConnection(target.file) { connection, path in try await connection.changeVersion(id, of: path, pinned: true) }
+        }
+    }
+
+    struct Unpin: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Let retention expire a pinned version again.")
+
+        @OptionGroup var target: FileArgument
+
+        @Argument(help: "The version's id.")
+        var id: Int64
+
+        func run() throws {
+            let id = self.id
+            _ = try Versions.withConnection(target.file) { connection, path in try await connection.changeVersion(id, of: path, pinned: false) }
+        }
+    }
+
+    struct Resolve: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Mark a conflict version resolved (all of the file's, without an id).")
+
+        @OptionGroup var target: FileArgument
+
+        @Argument(help: "The version's id (default: every unresolved conflict version of the file).")
+        var id: Int64?
+
+        func run() throws {
+            let id = self.id
+            try Versions.withConnection(target.file) { connection, path in
+                var ids = id.map { [$0] } ?? []
+                if id == nil {
+                    ids = try await connection.versions(of: path).versions.filter { $0.kind == "conflict" && !$0.resolved }.map(\.id)
+                }
+                for version in ids { _ = try await connection.changeVersion(version, of: path, resolved: true) }
+            }
+        }
+    }
+
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove versions of a file (its content stays as it is).")
+
+        @OptionGroup var target: FileArgument
+
+        @Argument(help: "The versions' ids.")
+        var ids: [Int64] = []
+
+        @Flag(help: "Remove every version of the file.")
+        var all = false
+
+        func validate() throws {
+            guard all != !ids.isEmpty else { throw ValidationError("name the versions to remove, or --all") }
+        }
+
+        func run() throws {
+            let ids: [Int64]? = all ? nil : self.ids
+            let removed = try Versions.withConnection(target.file) { connection, path in try await connection.removeVersions(ids, of: path) }
+            if all { emit("\(removed) version\(removed == 1 ? "" : "s") removed") }
+        }
+    }
+
+    struct Conflicts: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the files at or beneath a directory with conflict versions not resolved yet.")
+
+        @Argument(help: "The directory (or file), through the mount.", completion: .directory, transform: ExactArguments.display)
+        var directory: String
+
+        @Flag(help: "Print the control protocol's reply as one JSON object.")
+        var json = false
+
+        func run() throws {
+            let located: LocatedPath
+            do { located = try LocatedPath(directory) } catch { throw CleanExit.failure(error.commandLineMessage) }
+            let files = try Versions.withConnection(directory) { connection, path in try await connection.conflicts(beneath: path) }
+            if json { return emit(OutputLine(json: Request.Conflicts.Reply(files: files))) }
+            for file in files {
+                // Named as the user named the directory, as coordfs watch names event paths.
+                let ids = file.versions.map { String($0.id) }.joined(separator: " ")
+                emit(OutputLine(bytes: located.display(file.path) + Array("  conflict version\(file.versions.count == 1 ? "" : "s") \(ids)".utf8)))
+            }
         }
     }
 

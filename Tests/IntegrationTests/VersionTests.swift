@@ -152,6 +152,77 @@ import Testing
         }
     }
 
+    /// A save that meets a change made behind the mount keeps the outside version as an
+    /// unresolved conflict version (beside the sibling copy); `conflicts` finds it until it is
+    /// resolved; a restore is recorded as one; pins and removals change only the versions.
+    @Test func conflictsBecomeVersionsToResolve() throws {
+        let scratch = try Scratch()
+        try scratch.mount(["--versions"])
+        defer { scratch.unmount() }
+        let script = """
+            import sys
+            open("docs/f", "w").write("first\\n")
+            mine = open("docs/f", "w"); mine.write("mine\\n"); mine.flush()
+            with open(sys.argv[1] + "/docs/f", "a") as outside: outside.write("outside\\n")
+            mine.close()
+            """
+        try FileManager.default.createDirectory(atPath: scratch.mountpoint + "/docs", withIntermediateDirectories: false)
+        let saved = try run(["python3", "-c", script, scratch.backing], in: scratch.mountpoint)
+        #expect(saved.status == 0, "\(saved)")
+        let listed = try Self.list("docs/f", in: scratch.mountpoint)
+        let conflict = try #require(listed.versions.first)
+        #expect(conflict["kind"] as? String == "conflict" && conflict["resolved"] as? Bool == false, "\(listed.versions)")
+        let id = conflict["id"] as? Int ?? 0
+        #expect(try Self.versions(["cat", "docs/f", "\(id)"], in: scratch.mountpoint).output == "first\noutside\n")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.mountpoint + "/docs").contains { $0.hasPrefix("f.conflict-") },
+                "the sibling copy stays for programs that know nothing of versions")
+
+        let open = try Self.versions(["conflicts", "."], in: scratch.mountpoint)
+        #expect(open.status == 0 && open.output == "./docs/f  conflict version \(id)\n", "\(open)")
+        #expect(try Self.versions(["resolve", "docs/f"], in: scratch.mountpoint).status == 0)
+        #expect(try Self.versions(["conflicts", "."], in: scratch.mountpoint).output.isEmpty)
+
+        #expect(try Self.versions(["pin", "docs/f", "\(id)"], in: scratch.mountpoint).status == 0)
+        let pinned = try Self.list("docs/f", in: scratch.mountpoint).versions.first
+        #expect(pinned?["pinned"] as? Bool == true && pinned?["resolved"] as? Bool == true)
+
+        // A restore: the version it replaces is marked as a restore's.
+        #expect(try Self.versions(["restore", "docs/f", "\(id)"], in: scratch.mountpoint).status == 0)
+        #expect(try String(contentsOfFile: scratch.mountpoint + "/docs/f", encoding: .utf8) == "first\noutside\n")
+        let kinds = try Self.list("docs/f", in: scratch.mountpoint).versions.compactMap { $0["kind"] as? String }
+        #expect(kinds == ["conflict", "restore"], "\(kinds)")
+
+        let removed = try Self.versions(["remove", "docs/f", "--all"], in: scratch.mountpoint)
+        #expect(removed.status == 0 && removed.output == "2 versions removed\n", "\(removed)")
+        #expect(try Self.list("docs/f", in: scratch.mountpoint).versions.isEmpty)
+        #expect(try String(contentsOfFile: scratch.mountpoint + "/docs/f", encoding: .utf8) == "first\noutside\n")
+    }
+
+    /// Pinning, resolving and removing change what others find: a user who may only read the
+    /// file may not; the owner of the file may.
+    @Test func changingVersionsNeedsWritePermission() throws {
+        let scratch = try Scratch()
+        try scratch.mount(["--versions", "--allow-other", "--socket-mode", "666"])
+        defer { scratch.unmount() }
+        for name in ["roots", "nobodys"] {
+            try "1".write(toFile: scratch.mountpoint + "/" + name, atomically: false, encoding: .utf8)
+            try "2".write(toFile: scratch.mountpoint + "/" + name, atomically: false, encoding: .utf8)
+        }
+        chown(scratch.mountpoint + "/nobodys", Self.nobody.uid, Self.nobody.gid)
+        let binary = shellQuoted(coordfsBinary)
+        let rootsID = try #require(try Self.list("roots", in: scratch.mountpoint).versions.first?["id"] as? Int)
+        let nobodysID = try #require(try Self.list("nobodys", in: scratch.mountpoint).versions.first?["id"] as? Int)
+        for command in ["pin roots \(rootsID)", "resolve roots \(rootsID)", "remove roots \(rootsID)", "remove roots --all"] {
+            let refused = try shell("\(binary) versions \(command)", in: scratch.mountpoint, user: Self.nobody)
+            #expect(refused.status != 0 && refused.errors.contains("may not change it"), "\(command): \(refused)")
+        }
+        #expect(try Self.list("roots", in: scratch.mountpoint).versions.count == 1)
+        let allowed = try shell("\(binary) versions pin nobodys \(nobodysID) && \(binary) versions remove nobodys \(nobodysID)",
+                                in: scratch.mountpoint, user: Self.nobody)
+        #expect(allowed.status == 0, "\(allowed)")
+        #expect(try Self.list("nobodys", in: scratch.mountpoint).versions.isEmpty)
+    }
+
     /// A file deleted while open is gone as on a plain disk: its open descriptor shows no
     /// link left, though the store keeps it.
     @Test func aFileDeletedWhileOpenShowsNoLinkLeft() throws {

@@ -61,6 +61,23 @@ public protocol VersionCatalog: Sendable {
     /// end). ENOENT when the file at `path` has no such version.
     func read(version id: Int64, of path: MountPath, offset: Int64, count: Int) throws(Errno) -> [UInt8]
 
+    /// Pins or unpins, marks resolved or not, version `id` of the file at `path` (nil: leave
+    /// as it is) and returns it as it is now. ENOENT when the file has no such version.
+    func change(version id: Int64, of path: MountPath, pinned: Bool?, resolved: Bool?) throws(Errno) -> VersionRecord
+
+    /// Removes versions of the file at `path`: `ids`, or every one when nil. Returns how many
+    /// went. ENOENT when one of `ids` is not the file's.
+    func remove(versions ids: [Int64]?, of path: MountPath) throws(Errno) -> Int
+
+    /// The files at or beneath `path` (as they are named now) with conflict versions not
+    /// resolved yet, and those versions.
+    func conflicts(beneath path: MountPath) throws(Errno) -> [(path: MountPath, versions: [VersionRecord])]
+
+    /// A restore of version `id` through the mount by process `pid` has just ended: the
+    /// version that restore replaced is marked as replaced by a restore, and a deleted file
+    /// brought back continues as the file it was (its versions are its own again).
+    func restored(version id: Int64, of path: MountPath, by pid: Int32) throws(Errno)
+
     /// The store's size and counts, for status.
     func summary() -> VersionSummary
 }
