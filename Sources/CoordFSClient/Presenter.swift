@@ -40,6 +40,13 @@ public protocol Presenter: Sendable {
     func didChange(_ item: PresentedItem) async
     func didMove(_ item: PresentedItem, to destination: FilePath) async
     func didDelete(_ item: PresentedItem) async
+    /// The mount's version store kept version `version` of the item (or of one beneath it),
+    /// as NSFilePresenter's presentedItemDidGain(_:).
+    func didGainVersion(_ item: PresentedItem, version: Int64) async
+    /// A version went: expired or removed.
+    func didLoseVersion(_ item: PresentedItem, version: Int64) async
+    /// A conflict version was marked resolved.
+    func didResolveConflict(_ item: PresentedItem, version: Int64) async
 }
 
 extension Presenter {
@@ -50,6 +57,9 @@ extension Presenter {
     public func didChange(_ item: PresentedItem) async {}
     public func didMove(_ item: PresentedItem, to destination: FilePath) async {}
     public func didDelete(_ item: PresentedItem) async {}
+    public func didGainVersion(_ item: PresentedItem, version: Int64) async {}
+    public func didLoseVersion(_ item: PresentedItem, version: Int64) async {}
+    public func didResolveConflict(_ item: PresentedItem, version: Int64) async {}
 }
 
 /// A registered presenter; `stop()` unregisters it.
@@ -114,6 +124,9 @@ enum PresenterLoop {
                 case .didMove: await presenter.didMove(item, to: notice.destination ?? notice.path)
                 case .didDelete: await presenter.didDelete(item)
                 case .reacquire: await presenter.reacquire(item)
+                case .didGainVersion: await presenter.didGainVersion(item, version: notice.version ?? 0)
+                case .didLoseVersion: await presenter.didLoseVersion(item, version: notice.version ?? 0)
+                case .didResolveConflict: await presenter.didResolveConflict(item, version: notice.version ?? 0)
                 }
             }
         }

@@ -148,8 +148,11 @@ public struct NotifyPush: Sendable, Hashable, Codable {
     public var destination: FilePath?
     /// The presenter's own path now (after a move, the new one).
     public var presented: FilePath
+    /// For the version notices, the version's id.
+    public var version: Int64?
 
-    public init(presenter: UInt64, kind: NoticeKind, path: FilePath, destination: FilePath? = nil, presented: FilePath) {
+    public init(presenter: UInt64, kind: NoticeKind, path: FilePath, destination: FilePath? = nil, presented: FilePath, version: Int64? = nil) {
+        self.version = version
         self.presenter = presenter
         self.kind = kind
         self.path = path
@@ -158,7 +161,7 @@ public struct NotifyPush: Sendable, Hashable, Codable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case presenter, kind, path, pathBytes, destination, destinationBytes, presented, presentedBytes
+        case presenter, kind, path, pathBytes, destination, destinationBytes, presented, presentedBytes, version
     }
 
     public init(from decoder: any Decoder) throws {
@@ -168,6 +171,7 @@ public struct NotifyPush: Sendable, Hashable, Codable {
         path = try container.decodePath(forKey: .path)
         destination = try container.decodePathIfPresent(forKey: .destination)
         presented = try container.decodePath(forKey: .presented)
+        version = try container.decodeIfPresent(Int64.self, forKey: .version)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -177,6 +181,7 @@ public struct NotifyPush: Sendable, Hashable, Codable {
         try container.encodePath(path, forKey: .path)
         try container.encodePathIfPresent(destination, forKey: .destination)
         try container.encodePath(presented, forKey: .presented)
+        try container.encodeIfPresent(version, forKey: .version)
     }
 }
 

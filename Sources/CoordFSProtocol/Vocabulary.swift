@@ -3,6 +3,7 @@ import SystemPackage
 /// The kinds of change events, as they appear on the wire.
 public enum EventKind: String, Sendable, Hashable, Codable, CaseIterable, CustomStringConvertible {
     case created, changed, deleted, moved, attributes, conflict
+    case versionAdded = "version-added", versionRemoved = "version-removed", conflictResolved = "conflict-resolved"
 
     public var description: String { rawValue }
 }
@@ -22,6 +23,9 @@ public enum NoticeKind: String, Sendable, Hashable, Codable, CaseIterable, Custo
     case didMove = "did-move"
     case didDelete = "did-delete"
     case reacquire
+    case didGainVersion = "did-gain-version"
+    case didLoseVersion = "did-lose-version"
+    case didResolveConflict = "did-resolve-conflict"
 
     public var description: String { rawValue }
 }
@@ -87,9 +91,12 @@ public struct EventRecord: Sendable, Hashable, Codable {
     public var origin: Origin
     public var size: Int64?
     public var time: Double
+    /// For the version kinds, the version's id (`coordfs versions cat PATH ID`).
+    public var version: Int64?
 
     public init(sequence: UInt64, kind: EventKind, path: FilePath, destination: FilePath? = nil, directory: Bool,
-                origin: Origin, size: Int64? = nil, time: Double) {
+                origin: Origin, size: Int64? = nil, time: Double, version: Int64? = nil) {
+        self.version = version
         self.sequence = sequence
         self.kind = kind
         self.path = path
@@ -101,7 +108,7 @@ public struct EventRecord: Sendable, Hashable, Codable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case sequence, kind, path, pathBytes, destination, destinationBytes, directory, origin, size, time
+        case sequence, kind, path, pathBytes, destination, destinationBytes, directory, origin, size, time, version
     }
 
     public init(from decoder: any Decoder) throws {
@@ -114,6 +121,7 @@ public struct EventRecord: Sendable, Hashable, Codable {
         origin = try container.decode(Origin.self, forKey: .origin)
         size = try container.decodeIfPresent(Int64.self, forKey: .size)
         time = try container.decode(Double.self, forKey: .time)
+        version = try container.decodeIfPresent(Int64.self, forKey: .version)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -126,6 +134,7 @@ public struct EventRecord: Sendable, Hashable, Codable {
         try container.encode(origin, forKey: .origin)
         try container.encodeIfPresent(size, forKey: .size)
         try container.encode(time, forKey: .time)
+        try container.encodeIfPresent(version, forKey: .version)
     }
 }
 

@@ -37,6 +37,9 @@ extension EventKind: WireMirror {
         case .moved: self = .moved
         case .attributes: self = .attributes
         case .conflict: self = .conflict
+        case .versionAdded: self = .versionAdded
+        case .versionRemoved: self = .versionRemoved
+        case .conflictResolved: self = .conflictResolved
         }
     }
 }
@@ -58,6 +61,9 @@ extension NoticeKind: WireMirror {
         case .didMove: self = .didMove
         case .didDelete: self = .didDelete
         case .reacquire: self = .reacquire
+        case .didGainVersion: self = .didGainVersion
+        case .didLoseVersion: self = .didLoseVersion
+        case .didResolveConflict: self = .didResolveConflict
         }
     }
 }
@@ -92,7 +98,7 @@ extension EventRecord {
         self.init(sequence: event.sequence, kind: EventKind(event.kind), path: event.path.filePath,
                   destination: event.destination?.filePath, directory: event.isDirectory,
                   origin: .init(event.origin),
-                  size: event.size, time: event.time.secondsSince1970)
+                  size: event.size, time: event.time.secondsSince1970, version: event.version)
     }
 
     /// `event` as the JSON an event push carries (see `EventPushFrame`); empty only for a
@@ -120,7 +126,8 @@ extension AskPush {
 extension NotifyPush {
     init(_ notification: PresenterNotification) {
         self.init(presenter: notification.presenter, kind: NoticeKind(notification.kind), path: notification.path.filePath,
-                  destination: notification.destination?.filePath, presented: notification.presentedPath.filePath)
+                  destination: notification.destination?.filePath, presented: notification.presentedPath.filePath,
+                  version: notification.version)
     }
 }
 

@@ -34,9 +34,10 @@ extension Session {
     }
 
     func changeVersion(_ id: RequestID, _ body: Request.VersionChange) {
+        let origin = self.origin
         withVersions(id, body.path, changing: true) { (catalog, path) throws(ErrorDetail) -> VersionInfo in
             do throws(Errno) {
-                return VersionInfo(try catalog.change(version: body.version, of: path, pinned: body.pinned, resolved: body.resolved))
+                return VersionInfo(try catalog.change(version: body.version, of: path, pinned: body.pinned, resolved: body.resolved, by: origin))
             } catch {
                 throw Self.detail(error, path, body.version)
             }
@@ -44,9 +45,10 @@ extension Session {
     }
 
     func removeVersions(_ id: RequestID, _ body: Request.VersionRemove) {
+        let origin = self.origin
         withVersions(id, body.path, changing: true) { (catalog, path) throws(ErrorDetail) -> Request.VersionRemove.Reply in
             do throws(Errno) {
-                return Request.VersionRemove.Reply(removed: try catalog.remove(versions: body.versions, of: path))
+                return Request.VersionRemove.Reply(removed: try catalog.remove(versions: body.versions, of: path, by: origin))
             } catch {
                 throw Self.detail(error, path, nil)
             }
@@ -74,6 +76,11 @@ extension Session {
                 throw Self.detail(error, path, body.version)
             }
         }
+    }
+
+    /// The client's process, as the version store's notices name who changed versions.
+    private var origin: VersionOrigin {
+        VersionOrigin(pid: peer.pid, uid: peer.uid, process: client ?? "")
     }
 
     /// The error a catalog's failure stands for.

@@ -235,6 +235,19 @@ final class VersionIndex: Sendable {
         }
     }
 
+    /// Versions with their file's path now (for a deleted file, where it was) and their size.
+    func describe(_ ids: [Int64]) throws(SQLiteError) -> [(id: Int64, path: MountPath, size: Int64)] {
+        try database.withLock { (db) throws(SQLiteError) in
+            var described: [(id: Int64, path: MountPath, size: Int64)] = []
+            for id in ids {
+                guard let row = try db.rows("SELECT f.path, v.size FROM versions v JOIN files f ON f.id = v.file WHERE v.id = ?", [.integer(id)]).first,
+                      let path = row[0].blob.flatMap({ MountPath(bytes: $0) }) else { continue }
+                described.append((id, path, row[1].integer ?? 0))
+            }
+            return described
+        }
+    }
+
     /// Every version's id.
     func allVersionIDs() throws(SQLiteError) -> Set<Int64> {
         try database.withLock { (db) throws(SQLiteError) in Set(try db.rows("SELECT id FROM versions").compactMap { $0[0].integer }) }

@@ -41,6 +41,8 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
     private let space = Mutex((readAt: ContinuousClock.Instant?.none, short: false))
     /// When each file's versions were last thinned (by `clock`): at most once per step.
     private let thinnedAt = Mutex([Int64: Int64]())
+    /// Who hears of versions kept, removed and resolved (`observe`).
+    private let observer = Mutex<(@Sendable (VersionNotice) -> Void)?>(nil)
     /// Thinning and sweeping, off the saves' path, one at a time.
     private let upkeep = DispatchQueue(label: "coordfs versions upkeep")
 
@@ -78,13 +80,25 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
             return nil
         }
         live.withLock { $0.insert(path) }
+        tell(.versionAdded, path, id, Int64(status.st_size), origin)
         thinSoon(file, fileExists: true)
         return KeptVersion(id: id)
     }
 
     public func takeBack(_ kept: KeptVersion) {
+        let told = try? index.describe([kept.id]).first
         _ = try? Syscall.unlink(at: objects.raw, Self.objectName(kept.id), flags: 0)
         try? index.forget(kept.id)
+        if let told { tell(.versionRemoved, told.path, kept.id, told.size, nil) }
+    }
+
+    public func observe(_ observer: @escaping @Sendable (VersionNotice) -> Void) {
+        self.observer.withLock { $0 = observer }
+    }
+
+    private func tell(_ kind: ChangeKind, _ path: MountPath, _ id: Int64, _ size: Int64, _ origin: VersionOrigin?) {
+        guard let observer = observer.withLock({ $0 }) else { return }
+        observer(VersionNotice(kind: kind, path: path, version: id, size: size, origin: origin))
     }
 
     public func removeKeeping(_ name: FileName, in directory: Int32, path: MountPath, origin: VersionOrigin) throws(Errno) -> Bool {
@@ -101,6 +115,7 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
             return false
         }
         live.withLock { $0.remove(path) }
+        tell(.versionAdded, path, id, Int64(status.st_size), origin)
         thinSoon(file, fileExists: false)
         return true
     }
@@ -240,14 +255,18 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
 
     /// Removes versions: their links first, then their records (a crash in between leaves
     /// records without versions, which the next start drops).
-    private func remove(_ ids: [Int64]) {
+    /// `origin`: who asked, nil for expiry.
+    private func remove(_ ids: [Int64], by origin: VersionOrigin? = nil) {
         guard !ids.isEmpty else { return }
+        let told = (try? index.describe(ids)) ?? []
         for id in ids { _ = try? Syscall.unlink(at: objects.raw, Self.objectName(id), flags: 0) }
         do {
             try index.remove(ids)
         } catch {
             logger.error("versions: expired versions could not be removed from the index", metadata: ["error": "\(error)"])
+            return
         }
+        for version in told { tell(.versionRemoved, version.path, version.id, version.size, origin) }
     }
 
     private func scheduleSweep(after delay: Duration, every period: Duration) {
@@ -286,11 +305,15 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
         return Array(buffer[..<filled])
     }
 
-    public func change(version id: Int64, of path: MountPath, pinned: Bool?, resolved: Bool?) throws(Errno) -> VersionRecord {
+    public func change(version id: Int64, of path: MountPath, pinned: Bool?, resolved: Bool?, by origin: VersionOrigin) throws(Errno) -> VersionRecord {
         guard let file = try versions(of: path), file.versions.contains(where: { $0.id == id }) else { throw .noSuchFileOrDirectory }
         do {
+            let before = file.versions.first { $0.id == id }
             guard try index.setFlags(of: id, pinned: pinned, resolved: resolved),
                   let changed = try index.versions(of: file.file).first(where: { $0.id == id }) else { throw Errno.noSuchFileOrDirectory }
+            if changed.kind == .conflict, changed.resolved, before?.resolved == false {
+                tell(.conflictResolved, (try? index.describe([id]).first?.path) ?? path, id, changed.size, origin)
+            }
             return changed
         } catch let error as Errno {
             throw error
@@ -300,13 +323,13 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
         }
     }
 
-    public func remove(versions ids: [Int64]?, of path: MountPath) throws(Errno) -> Int {
+    public func remove(versions ids: [Int64]?, of path: MountPath, by origin: VersionOrigin) throws(Errno) -> Int {
         guard let file = try versions(of: path) else { throw .noSuchFileOrDirectory }
         let known = Set(file.versions.map(\.id))
         let chosen = ids ?? Array(known)
         guard chosen.allSatisfy(known.contains) else { throw .noSuchFileOrDirectory }
         // A file left without versions keeps its row: its next version joins it.
-        remove(chosen)
+        remove(chosen, by: origin)
         return chosen.count
     }
 

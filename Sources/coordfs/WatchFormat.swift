@@ -46,6 +46,10 @@ struct EventFormat: Sendable {
             return halves
         case .attributes: return [("ATTRIB", event.path)]
         case .conflict: return [("CONFLICT", event.path)] // coordfs's own: the save kept the outside version beside it
+        case .versionAdded, .versionRemoved, .conflictResolved:
+            // The version store's, which inotify has no name for: only when asked by name,
+            // so that scripts written for inotifywait meet nothing new.
+            return asked.contains(event.kind.rawValue) ? [(String(event.kind.rawValue.uppercased().map { $0 == "-" ? "_" : $0 }), event.path)] : []
         }
     }
 

@@ -1,3 +1,4 @@
+import CoordFSTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -221,6 +222,35 @@ import Testing
                                 in: scratch.mountpoint, user: Self.nobody)
         #expect(allowed.status == 0, "\(allowed)")
         #expect(try Self.list("nobodys", in: scratch.mountpoint).versions.isEmpty)
+    }
+
+    /// Subscribers and presenters hear of versions: a directory's presenter of a version
+    /// gained by a file in it, lost, and a conflict resolved; a subscriber gets events of the
+    /// same kinds, with the version's id, in order with the changes that made them.
+    @Test func subscribersAndPresentersHearOfVersions() throws {
+        let scratch = try Scratch()
+        try scratch.mount(["--versions"])
+        defer { scratch.unmount() }
+        try FileManager.default.createDirectory(atPath: scratch.mountpoint + "/docs", withIntermediateDirectories: false)
+        let client = try ControlSocketTests.connect(to: scratch)
+        #expect(try client.request(#"{"id":1,"op":"subscribe","path":"/docs","recursive":true}"#).ok != nil)
+        // A presenter in a process of its own: presenters are not told of their own process tree's changes.
+        let presenter = try ControlSocketTests.startPresenter(in: scratch, of: "docs", answering: "save", behaviour: "ok")
+        defer { presenter.stop() }
+        #expect(try shell("echo one > docs/f; echo two > docs/f", in: scratch.mountpoint).status == 0)
+        let id = try #require(try Self.list("docs/f", in: scratch.mountpoint).versions.first?["id"] as? Int)
+        #expect(try Self.versions(["remove", "docs/f", "\(id)"], in: scratch.mountpoint).status == 0)
+
+        var events: [String] = []
+        while !events.contains(where: { $0.hasPrefix("version-removed") }), let push = try? client.nextPush(timeout: .seconds(5)) {
+            guard push["push"] as? String == "event", let event = push["event"] as? [String: Any] else { continue }
+            events.append("\(event["kind"] as? String ?? "?") \(event["path"] as? String ?? "?")" + ((event["version"] as? Int).map { " \($0)" } ?? ""))
+        }
+        let added = try #require(events.firstIndex(of: "version-added /docs/f \(id)"), "\(events)")
+        #expect(events[..<added].contains { $0.hasPrefix("created /docs/f") }, "the version comes after the file's creation: \(events)")
+        #expect(events.last == "version-removed /docs/f \(id)", "\(events)")
+        #expect(presenter.eventuallyPrints("notify did-gain-version /docs/f"), "\(presenter.output)")
+        #expect(presenter.eventuallyPrints("notify did-lose-version /docs/f"), "\(presenter.output)")
     }
 
     /// A file deleted while open is gone as on a plain disk: its open descriptor shows no

@@ -15,6 +15,16 @@ public enum ChangeKind: String, Sendable, Hashable, CaseIterable, CustomStringCo
     /// A save through the mount met a change made behind it: the save committed, and the
     /// version written behind the mount was kept under another name (the event's `destination`).
     case conflict
+    /// The version store kept a version of the file (`coordfs mount --versions`); the event's
+    /// `version` is its id.
+    case versionAdded = "version-added"
+    /// A version of the file went: expired, or removed by hand (`version`).
+    case versionRemoved = "version-removed"
+    /// A conflict version of the file was marked resolved (`version`).
+    case conflictResolved = "conflict-resolved"
+
+    /// The version store's kinds: told on this host only (each host keeps its own store).
+    public var isAboutVersions: Bool { self == .versionAdded || self == .versionRemoved || self == .conflictResolved }
 
     public var description: String { rawValue }
 }
@@ -22,9 +32,9 @@ public enum ChangeKind: String, Sendable, Hashable, CaseIterable, CustomStringCo
 /// A set of change kinds as one bit each, so a subscriber's filter is tested with one `&`
 /// on the publishing thread instead of a hash lookup.
 public struct ChangeKindSet: OptionSet, Sendable, Hashable {
-    public let rawValue: UInt8
+    public let rawValue: UInt16
 
-    public init(rawValue: UInt8) {
+    public init(rawValue: UInt16) {
         self.rawValue = rawValue
     }
 
@@ -36,6 +46,9 @@ public struct ChangeKindSet: OptionSet, Sendable, Hashable {
         case .moved: rawValue = 1 << 3
         case .attributes: rawValue = 1 << 4
         case .conflict: rawValue = 1 << 5
+        case .versionAdded: rawValue = 1 << 6
+        case .versionRemoved: rawValue = 1 << 7
+        case .conflictResolved: rawValue = 1 << 8
         }
     }
 
@@ -136,12 +149,16 @@ public struct ChangeEvent: Sendable, Hashable {
     public let destination: MountPath?
     public let isDirectory: Bool
     public let origin: EventOrigin
-    /// The item's size after the change, where it has one (files, after created/changed).
+    /// The item's size after the change, where it has one (files, after created/changed; for
+    /// the version kinds, the version's).
     public let size: Int64?
     public let time: EventTime
+    /// For the version kinds, the version's id.
+    public let version: Int64?
 
     public init(sequence: UInt64, kind: ChangeKind, path: MountPath, destination: MountPath?, isDirectory: Bool,
-                origin: EventOrigin, size: Int64?, time: EventTime) {
+                origin: EventOrigin, size: Int64?, time: EventTime, version: Int64? = nil) {
+        self.version = version
         self.sequence = sequence
         self.kind = kind
         self.path = path
@@ -155,6 +172,6 @@ public struct ChangeEvent: Sendable, Hashable {
     /// The same change told as another kind about another path (a move seen from one side only).
     public func retold(as kind: ChangeKind, path: MountPath) -> ChangeEvent {
         ChangeEvent(sequence: sequence, kind: kind, path: path, destination: nil, isDirectory: isDirectory,
-                    origin: origin, size: size, time: time)
+                    origin: origin, size: size, time: time, version: version)
     }
 }

@@ -53,8 +53,10 @@ struct StoredEvent {
     let origin: EventOrigin
     let size: Int64?
     let time: EventTime
+    let version: Int64?
 
     init(_ event: ChangeEvent) {
+        version = event.version
         sequence = event.sequence
         kind = event.kind
         path = event.path.bytes
@@ -69,7 +71,7 @@ struct StoredEvent {
     var event: ChangeEvent {
         ChangeEvent(sequence: sequence, kind: kind, path: MountPath(bytes: path) ?? .root,
                     destination: destination.flatMap { MountPath(bytes: $0) }, isDirectory: isDirectory,
-                    origin: origin, size: size, time: time)
+                    origin: origin, size: size, time: time, version: version)
     }
 
     /// The bytes it keeps: its own fields, and the storage of its arrays and strings (each

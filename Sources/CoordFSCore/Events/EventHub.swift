@@ -125,7 +125,7 @@ public final class EventHub: Sendable {
     /// claims make that order unambiguous). Returns the event as numbered.
     @discardableResult
     public func publish(_ kind: ChangeKind, path: MountPath, destination: MountPath? = nil, isDirectory: Bool,
-                        origin: EventOrigin, size: Int64?) -> ChangeEvent {
+                        origin: EventOrigin, size: Int64?, version: Int64? = nil) -> ChangeEvent {
         let time = EventTime.now()
         if isDirectory && kind != .changed {
             directoryEpoch.add(1, ordering: .releasing)
@@ -134,7 +134,7 @@ public final class EventHub: Sendable {
             state.sequence += 1
             let event = ChangeEvent(sequence: state.sequence, kind: kind, path: path,
                                     destination: kind == .moved || kind == .conflict ? destination : nil,
-                                    isDirectory: isDirectory, origin: origin, size: size, time: time)
+                                    isDirectory: isDirectory, origin: origin, size: size, time: time, version: version)
             state.history.append(event)
             if state.subscriptions.isEmpty { return (event, []) }
             // Allocates only when some consumer sits idle and must be woken.

@@ -1,3 +1,4 @@
+import Glibc
 /// Who caused a change, read from a request before it is answered (after that the request is
 /// gone). Handles keep the one of their open, for changes that land at a later release.
 public struct ChangeOrigin: Sendable {
@@ -26,14 +27,24 @@ extension CoordinatedMount {
                 origin: EventOrigin(pid: origin.pid, uid: origin.uid, processName: name), size: isDirectory ? nil : size())
     }
 
+    /// Tells subscribers and presenters of a version kept, removed or resolved.
+    func publishVersion(_ notice: VersionNotice) {
+        // Expiry is no process's doing: pid 0, so that every presenter hears of it.
+        let origin = notice.origin.map { EventOrigin(pid: $0.pid, uid: $0.uid, processName: $0.process ?? "") }
+            ?? EventOrigin(pid: 0, uid: geteuid(), processName: "coordfs")
+        publish(notice.kind, path: notice.path, isDirectory: false, origin: origin, size: notice.size, version: notice.version)
+    }
+
     /// `publish` with the origin in full: also for changes made behind the mount or by other hosts.
-    public func publish(_ kind: ChangeKind, path: MountPath, destination: MountPath? = nil, isDirectory: Bool, origin: EventOrigin, size: Int64?) {
+    public func publish(_ kind: ChangeKind, path: MountPath, destination: MountPath? = nil, isDirectory: Bool, origin: EventOrigin, size: Int64?,
+                        version: Int64? = nil) {
         // Only this host's own commits go to the cluster: a change seen behind the mount, or
-        // applied from another host, is the backing's or that host's to tell.
+        // applied from another host, is the backing's or that host's to tell; so are versions,
+        // which each host keeps in its own store.
         func toHub() -> ChangeEvent {
-            events.publish(kind, path: path, destination: destination, isDirectory: isDirectory, origin: origin, size: size)
+            events.publish(kind, path: path, destination: destination, isDirectory: isDirectory, origin: origin, size: size, version: version)
         }
-        if let cluster, !origin.isOutside, origin.host == nil {
+        if let cluster, !origin.isOutside, origin.host == nil, !kind.isAboutVersions {
             clusterPublishing.withLock { _ in cluster.publish(toHub()) }
         } else {
             _ = toHub()
@@ -45,6 +56,9 @@ extension CoordinatedMount {
         case .created, .changed, .attributes, .conflict: presenters.notify(.didChange, path: path, origin: maker)
         case .deleted: presenters.notify(.didDelete, path: path, origin: maker)
         case .moved: presenters.notify(.didMove, path: path, destination: destination, origin: maker)
+        case .versionAdded: presenters.notify(.didGainVersion, path: path, version: version, origin: maker)
+        case .versionRemoved: presenters.notify(.didLoseVersion, path: path, version: version, origin: maker)
+        case .conflictResolved: presenters.notify(.didResolveConflict, path: path, version: version, origin: maker)
         }
     }
 }

@@ -70,6 +70,8 @@ extension CoordinatedMount {
         case .conflict:
             // The other host kept a version beside the file: a name appeared there.
             if let kept = change.destination { followCreated(kept, isDirectory: false) }
+        case .versionAdded, .versionRemoved, .conflictResolved:
+            break // each host keeps its own store; nothing of them is sent
         }
     }
 

@@ -94,6 +94,7 @@ public final class CoordinatedMount: Sendable {
         self.cluster = cluster
         self.kernel = kernel
         self.versions = versions
+        versions?.observe { [weak self] notice in self?.publishVersion(notice) }
     }
 
     /// Who made a change, as the version store records it.

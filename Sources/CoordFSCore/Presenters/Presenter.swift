@@ -69,6 +69,12 @@ public enum PresenterNotificationKind: String, Sendable, Hashable, CaseIterable,
     case didDelete
     /// The access it relinquished for is over: it may take the item up again.
     case reacquire
+    /// The version store kept a version of the item (or of an item beneath it).
+    case didGainVersion
+    /// A version went (expired or removed).
+    case didLoseVersion
+    /// A conflict version was marked resolved.
+    case didResolveConflict
 
     public var description: String { rawValue }
 }
@@ -107,6 +113,8 @@ public struct PresenterNotification: Sendable, Hashable {
     public var destination: MountPath?
     public var presentedPath: MountPath
     public var presenter: UInt64
+    /// For the version notices, the version's id.
+    public var version: Int64? = nil
 }
 
 public enum PresenterMessage: Sendable, Hashable {

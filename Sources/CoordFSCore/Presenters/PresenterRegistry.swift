@@ -310,7 +310,7 @@ public final class PresenterRegistry: Sendable {
     /// Tells the presenters concerned that something happened to `path` (for `didMove`, that it
     /// is now `destination`; presenters of it or beneath it follow it there). The process tree
     /// that made the change is not told.
-    public func notify(_ kind: PresenterNotificationKind, path: MountPath, destination: MountPath? = nil, origin: Int32) {
+    public func notify(_ kind: PresenterNotificationKind, path: MountPath, destination: MountPath? = nil, version: Int64? = nil, origin: Int32) {
         guard !isEmpty else { return }
         let downward = kind == .didMove || kind == .didDelete
         let recipients: [(PresenterRegistration, PresenterNotification)] = state.withLock { state in
@@ -323,7 +323,8 @@ public final class PresenterRegistry: Sendable {
                     registration.path = MountPath(components: destination.components + registration.path.components.dropFirst(path.components.count))
                 }
                 recipients.append((registration, PresenterNotification(kind: kind, path: path, destination: destination,
-                                                                       presentedPath: registration.path, presenter: registration.id)))
+                                                                       presentedPath: registration.path, presenter: registration.id,
+                                                                       version: version)))
             }
             return recipients
         }

@@ -63,11 +63,11 @@ public protocol VersionCatalog: Sendable {
 
     /// Pins or unpins, marks resolved or not, version `id` of the file at `path` (nil: leave
     /// as it is) and returns it as it is now. ENOENT when the file has no such version.
-    func change(version id: Int64, of path: MountPath, pinned: Bool?, resolved: Bool?) throws(Errno) -> VersionRecord
+    func change(version id: Int64, of path: MountPath, pinned: Bool?, resolved: Bool?, by origin: VersionOrigin) throws(Errno) -> VersionRecord
 
     /// Removes versions of the file at `path`: `ids`, or every one when nil. Returns how many
     /// went. ENOENT when one of `ids` is not the file's.
-    func remove(versions ids: [Int64]?, of path: MountPath) throws(Errno) -> Int
+    func remove(versions ids: [Int64]?, of path: MountPath, by origin: VersionOrigin) throws(Errno) -> Int
 
     /// The files at or beneath `path` (as they are named now) with conflict versions not
     /// resolved yet, and those versions.

@@ -66,4 +66,28 @@ public protocol VersionKeeping: Sendable {
     /// A rename through the mount exchanged `first` and `second` (`RENAME_EXCHANGE`): the
     /// versions of each follow it.
     func exchanged(_ first: MountPath, _ second: MountPath)
+
+    /// Has `observer` hear of every version kept, removed (expired or by hand) and resolved
+    /// from now on (the mount, which tells subscribers and presenters).
+    func observe(_ observer: @escaping @Sendable (VersionNotice) -> Void)
+}
+
+/// A version kept, removed or resolved, for subscribers and presenters.
+public struct VersionNotice: Sendable, Hashable {
+    /// `.versionAdded`, `.versionRemoved` or `.conflictResolved`.
+    public let kind: ChangeKind
+    /// The file's path now (for a deleted file, where it was).
+    public let path: MountPath
+    public let version: Int64
+    public let size: Int64
+    /// Who made the change; nil for the store's own (expiry), which no process made.
+    public let origin: VersionOrigin?
+
+    public init(kind: ChangeKind, path: MountPath, version: Int64, size: Int64, origin: VersionOrigin?) {
+        self.kind = kind
+        self.path = path
+        self.version = version
+        self.size = size
+        self.origin = origin
+    }
 }
