@@ -127,6 +127,16 @@ final class VersionIndex: Sendable {
         }
     }
 
+    /// The file at `path`, and every file beneath it, were deleted (behind the mount, where no
+    /// version could be kept): their rows are marked deleted.
+    func deleted(_ path: MountPath) throws(SQLiteError) {
+        let bytes = path.bytes
+        try database.withLock { (db) throws(SQLiteError) in
+            try db.rows("UPDATE files SET deleted = 1 WHERE deleted = 0 AND (path = ? OR substr(path, 1, ?) = ?)",
+                        [.blob(bytes), .integer(Int64(bytes.count + 1)), .blob(bytes + [UInt8(ascii: "/")])])
+        }
+    }
+
     /// A rename that exchanged two paths: each subtree takes the other's place, through a
     /// prefix no path has (a NUL byte).
     func exchanged(_ first: MountPath, _ second: MountPath) throws(SQLiteError) {

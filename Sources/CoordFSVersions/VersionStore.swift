@@ -125,6 +125,11 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
         followRename(source, destination) { try index.moved(from: source, to: destination) }
     }
 
+    public func deletedBehind(_ path: MountPath) {
+        guard live.withLock({ $0.touches(path) }) else { return }
+        followRename(path, path) { try index.deleted(path) }
+    }
+
     public func exchanged(_ first: MountPath, _ second: MountPath) {
         guard live.withLock({ $0.touches(first) || $0.touches(second) }) else { return }
         followRename(first, second) { try index.exchanged(first, second) }

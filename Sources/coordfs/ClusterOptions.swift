@@ -26,6 +26,9 @@ struct ClusterChoice {
         return nil
     }
 
+    /// Whether the mount joins a cluster (an option or the environment names one).
+    var isChosen: Bool { conninfo != nil || file != nil || Self.environmentConninfo != nil }
+
     /// The configuration to join with, nil for a mount of one host.
     /// - Throws: one line saying why the connection string cannot be had (never the string itself).
     func configuration() throws(ClusterChoiceError) -> ClusterConfiguration? {

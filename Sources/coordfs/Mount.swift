@@ -178,6 +178,9 @@ struct Mount: ParsableCommand {
         guard versionsMaxAge >= 0, versionsMaxAge.isFinite else { throw ValidationError("--versions-max-age must be 0 (no limit) or more days") }
         guard versionsSpaceShare > 0, versionsSpaceShare <= 100 else { throw ValidationError("--versions-space-share must be a percentage above 0, at most 100") }
         guard versionsMinFree >= 0 else { throw ValidationError("--versions-min-free cannot be negative") }
+        // Each host would keep its own index of one shared store (SQLite over a shared folder):
+        // versions of a cluster need the index in its database, which is not built yet.
+        if versions && clusterChoice.isChosen { throw ValidationError("--versions cannot be used with --cluster yet (Docs/VERSIONS.md)") }
     }
 
     /// What the `--versions-…` options say.

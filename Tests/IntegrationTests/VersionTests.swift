@@ -106,6 +106,28 @@ import Testing
         #expect(after.versions.map { $0["path"] as? String } == ["/other"], "\(after.versions)")
     }
 
+    /// Behind the mount, as far as its watch can tell: a rename carries the versions, and a
+    /// file deleted there leaves them to no file that later takes its name.
+    @Test func versionsFollowRenamesBehindTheMount() throws {
+        let scratch = try Scratch()
+        try scratch.mount(["--versions"])
+        defer { scratch.unmount() }
+        #expect(try shell("echo one > f; echo two > f", in: scratch.mountpoint).status == 0)
+        #expect(rename(scratch.backing + "/f", scratch.backing + "/g") == 0)
+        let followed = eventually(within: .seconds(10)) {
+            (try? Self.versions(["list", "--json", "g"], in: scratch.mountpoint).status) == 0
+        }
+        #expect(followed, "the versions did not follow the rename behind the mount")
+        #expect(try Self.versions(["cat", "g", "1"], in: scratch.mountpoint).output == "one\n")
+
+        #expect(unlink(scratch.backing + "/g") == 0)
+        #expect(eventually(within: .seconds(10)) { (try? Self.list("g", in: scratch.mountpoint).deleted) == true })
+        // A new file under the name starts without them; its first replaced version is its own.
+        #expect(try shell("echo new > g; echo newer > g", in: scratch.mountpoint).status == 0)
+        let now = try Self.list("g", in: scratch.mountpoint)
+        #expect(!now.deleted && now.versions.map { $0["size"] as? Int } == [4], "\(now.versions)")
+    }
+
     /// What the command says when there is nothing to show: one line and a non-zero exit.
     @Test func unknownVersionsFailWithOneClearLine() throws {
         let scratch = try Scratch()

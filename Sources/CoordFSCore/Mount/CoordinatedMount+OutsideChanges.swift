@@ -80,6 +80,7 @@ extension CoordinatedMount {
     /// The name is gone from the backing: the node known by it loses it, and the kernel is told
     /// of a deletion (an entry drop only, when the file keeps other links).
     func outsideDeleted(_ path: MountPath) {
+        versions?.deletedBehind(path)
         guard let name = path.name, let parentPath = path.parent, let directory = nodes.node(at: parentPath) else { return }
         // Reported late: the name is back, for the node that stands for it (an open of this
         // host's followed another host's commit to it, Operations+Open.swift).
@@ -105,6 +106,8 @@ extension CoordinatedMount {
     /// that have the moved item (or anything under a moved directory) open keep using it: the
     /// nodes hold descriptors, not paths.
     func outsideMoved(from source: MountPath, to destination: MountPath) {
+        // The versions follow the file, as for a move through the mount.
+        versions?.moved(from: source, to: destination)
         guard let sourceName = source.name, let destinationName = destination.name,
               let sourceParent = source.parent, let destinationParent = destination.parent else { return }
         let sourceDirectory = nodes.node(at: sourceParent)

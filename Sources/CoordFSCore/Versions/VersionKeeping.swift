@@ -67,6 +67,10 @@ public protocol VersionKeeping: Sendable {
     /// versions of each follow it.
     func exchanged(_ first: MountPath, _ second: MountPath)
 
+    /// The file at `path` (or everything beneath it) was deleted behind the mount: its versions
+    /// stay, as a deleted file's, and a new file under the name does not inherit them.
+    func deletedBehind(_ path: MountPath)
+
     /// Has `observer` hear of every version kept, removed (expired or by hand) and resolved
     /// from now on (the mount, which tells subscribers and presenters).
     func observe(_ observer: @escaping @Sendable (VersionNotice) -> Void)
