@@ -56,7 +56,10 @@ extension FileSystem {
             if save.writesInPlace { handle.wroteInPlace.store(true, ordering: .relaxed) }
             return result
         }
-        handle.wroteInPlace.store(true, ordering: .relaxed)
+        // The handle's first change: with versions, the file as it was is kept first (a clone).
+        if !handle.wroteInPlace.exchange(true, ordering: .relaxed), mount.versions != nil {
+            mount.keepBeforeInPlaceChange(of: handle.node, origin: handle.origin)
+        }
         if mount.notesOwnChanges { mount.noteOwnChange(nodes.path(of: handle.node)) }
         return try body(handle.own!.raw)
     }

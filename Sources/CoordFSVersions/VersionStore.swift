@@ -41,6 +41,9 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
     private let space = Mutex((readAt: ContinuousClock.Instant?.none, short: false))
     /// When each file's versions were last thinned (by `clock`): at most once per step.
     private let thinnedAt = Mutex([Int64: Int64]())
+    /// Devices where a clone failed for want of reflinks (ext4, tmpfs): in-place files there
+    /// keep no versions, and are not tried again.
+    private let cannotClone = Mutex(Set<UInt64>())
     /// Who hears of versions kept, removed and resolved (`observe`).
     private let observer = Mutex<(@Sendable (VersionNotice) -> Void)?>(nil)
     /// Thinning and sweeping, off the saves' path, one at a time.
@@ -83,6 +86,43 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
         tell(.versionAdded, path, id, Int64(status.st_size), origin)
         thinSoon(file, fileExists: true)
         return KeptVersion(id: id)
+    }
+
+    public func clones(onDevice device: UInt64) -> Bool {
+        !cannotClone.withLock { $0.contains(device) }
+    }
+
+    public func keepClone(of file: Int32, path: MountPath, origin: VersionOrigin) -> Bool {
+        guard mayKeep(path), let status = try? Syscall.stat(file), status.st_mode & S_IFMT == S_IFREG, status.st_size > 0 else { return false }
+        let device = UInt64(status.st_dev)
+        guard clones(onDevice: device) else { return false }
+        guard let copy = try? Syscall.openUnnamed(in: objects.raw, mode: mode_t(status.st_mode & 0o7777)) else { return false }
+        do throws(Errno) {
+            try Syscall.cloneContents(of: file, into: copy.raw)
+        } catch {
+            // No reflinks here (EOPNOTSUPP, EINVAL), or another filesystem than the store's (EXDEV).
+            if [.notSupported, .invalidArgument, .improperLink, .inappropriateIOCTLForDevice].contains(error) {
+                if cannotClone.withLock({ $0.insert(device).inserted }) {
+                    logger.info("versions: the backing cannot clone files here; files written in place keep no versions", metadata: ["path": "\(path)"])
+                }
+            } else {
+                notKept(path, error)
+            }
+            return false
+        }
+        _ = try? Syscall.changeOwner(copy.raw, status.st_uid, status.st_gid)
+        guard let (id, file) = record(path: path, status: status, kind: .save, origin: origin) else { return false }
+        do throws(Errno) {
+            try Syscall.link(descriptor: copy.raw, to: objects.raw, Self.objectName(id))
+        } catch {
+            notKept(path, error)
+            try? index.forget(id)
+            return false
+        }
+        live.withLock { $0.insert(path) }
+        tell(.versionAdded, path, id, Int64(status.st_size), origin)
+        thinSoon(file, fileExists: true)
+        return true
     }
 
     public func takeBack(_ kept: KeptVersion) {

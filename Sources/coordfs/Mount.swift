@@ -110,6 +110,9 @@ struct Mount: ParsableCommand {
     @Flag(help: "Keep what saves replace and deletes remove as versions, in .coordfs-versions at the backing's root (coordfs versions lists and restores them).")
     var versions = false
 
+    @Flag(help: "With --versions: a save that meets a change made behind the mount keeps that version as a conflict version only, not also beside the file as NAME.conflict-….")
+    var noConflictCopies = false
+
     @Option(help: ArgumentHelp("Which versions stay: staggered (one per 30 s for the last hour, per hour for the last day, per day for 30 days, per week after) or all.", valueName: "how"))
     var versionsKeep: VersionRetention.Thinning = .staggered
 
@@ -180,6 +183,7 @@ struct Mount: ParsableCommand {
         guard versionsMinFree >= 0 else { throw ValidationError("--versions-min-free cannot be negative") }
         // Each host would keep its own index of one shared store (SQLite over a shared folder):
         // versions of a cluster need the index in its database, which is not built yet.
+        if noConflictCopies && !versions { throw ValidationError("--no-conflict-copies needs --versions: without it the copy is the only record of the other version") }
         if versions && clusterChoice.isChosen { throw ValidationError("--versions cannot be used with --cluster yet (Docs/VERSIONS.md)") }
     }
 
@@ -211,6 +215,7 @@ struct Mount: ParsableCommand {
         var options = MountOptions()
         options.allowOther = allowOther
         options.readOnly = readOnly
+        options.conflictCopies = !noConflictCopies
         options.attributeTimeout = noKernelCache ? 0 : attrTimeout
         options.entryTimeout = noKernelCache ? 0 : entryTimeout
         options.keepPageCache = !noKernelCache

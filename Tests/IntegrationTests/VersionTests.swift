@@ -128,6 +128,57 @@ import Testing
         #expect(!now.deleted && now.versions.map { $0["size"] as? Int } == [4], "\(now.versions)")
     }
 
+    /// A file written in place (a database) keeps the version its handle's first write changes,
+    /// by a reflink, where the backing clones (XFS); on ext4, which cannot, it keeps none and
+    /// the writes go on as without versions.
+    @Test(arguments: [true, false]) func inPlaceWritesKeepAClonedVersionWhereTheBackingClones(onXFS: Bool) throws {
+        let scratch = try Scratch()
+        let xfs = onXFS ? try XFSImage(mountedAt: scratch.backing, image: scratch.root + "/xfs.img", size: "300M") : nil
+        defer { xfs?.tearDown() }
+        // The image is smaller than the default free-space floor (1 GiB), below which versions pause.
+        try scratch.mount(["--versions", "--versions-min-free", "16"])
+        defer { scratch.unmount() }
+        let first = Self.randomBytes(1 << 20)
+        // Written in place (*.db is in the in-place patterns): created, then changed in the middle.
+        try first.write(to: URL(fileURLWithPath: scratch.mountpoint + "/data.db"))
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: scratch.mountpoint + "/data.db"))
+        try handle.seek(toOffset: 4096)
+        try handle.write(contentsOf: Data(repeating: 0xAB, count: 4096))
+        try handle.write(contentsOf: Data(repeating: 0xCD, count: 4096)) // the same handle: no second version
+        try handle.close()
+        var expected = first
+        expected.replaceSubrange(4096..<12288, with: Data(repeating: 0xAB, count: 4096) + Data(repeating: 0xCD, count: 4096))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: scratch.mountpoint + "/data.db")) == expected)
+        let listed = try Self.versions(["list", "--json", "data.db"], in: scratch.mountpoint)
+        if onXFS {
+            #expect(listed.status == 0, "\(listed)")
+            let versions = try Self.list("data.db", in: scratch.mountpoint).versions
+            #expect(versions.count == 1, "one version per handle's first change: \(versions)")
+            let id = versions.first?["id"] as? Int ?? 0
+            let cat = try run([coordfsBinary, "versions", "cat", "data.db", "\(id)"], in: scratch.mountpoint)
+            #expect(Data(cat.outputBytes) == first, "the version is the file before the in-place change")
+        } else {
+            #expect(listed.status != 0 && listed.errors.contains("has no versions"), "\(listed)")
+        }
+    }
+
+    /// Below the free-space floor versions pause: saves and deletes go on as without versions,
+    /// and status says so. (A 16 MiB tmpfs is far below the default floor of 1 GiB.)
+    @Test func belowTheFreeSpaceFloorSavesGoOnWithoutVersions() throws {
+        let scratch = try Scratch()
+        let small = try run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", scratch.backing])
+        try #require(small.status == 0, "\(small)")
+        defer { _ = try? run(["umount", scratch.backing]) }
+        try scratch.mount(["--versions"])
+        defer { scratch.unmount() }
+        let saved = try shell("echo one > f && echo two > f && cat f && rm f && ! test -e f", in: scratch.mountpoint)
+        #expect(saved.status == 0 && saved.output == "two\n", "\(saved)")
+        let listed = try Self.versions(["list", "f"], in: scratch.mountpoint)
+        #expect(listed.status != 0 && listed.errors.contains("has no versions"), "\(listed)")
+        let status = try run([coordfsBinary, "status", scratch.mountpoint])
+        #expect(status.output.contains("versions paused"), "\(status)")
+    }
+
     /// What the command says when there is nothing to show: one line and a non-zero exit.
     @Test func unknownVersionsFailWithOneClearLine() throws {
         let scratch = try Scratch()
@@ -219,6 +270,30 @@ import Testing
         #expect(removed.status == 0 && removed.output == "2 versions removed\n", "\(removed)")
         #expect(try Self.list("docs/f", in: scratch.mountpoint).versions.isEmpty)
         #expect(try String(contentsOfFile: scratch.mountpoint + "/docs/f", encoding: .utf8) == "first\noutside\n")
+    }
+
+    /// With `--no-conflict-copies`, and for a file that is itself a conflict copy, the outside
+    /// version is kept as a conflict version only: no sibling copy (and never a copy of a copy).
+    @Test(arguments: [(["--no-conflict-copies"], "f.txt"), ([], "f.conflict-20261128-010203.txt")])
+    func conflictVersionsWithoutSiblingCopies(options: [String], name: String) throws {
+        let scratch = try Scratch()
+        try scratch.mount(["--versions"] + options)
+        defer { scratch.unmount() }
+        let script = """
+            import sys
+            name, backing = sys.argv[1:3]
+            open(name, "w").write("first\\n")
+            mine = open(name, "w"); mine.write("mine\\n"); mine.flush()
+            with open(backing + "/" + name, "a") as outside: outside.write("outside\\n")
+            mine.close()
+            """
+        let saved = try run(["python3", "-c", script, name, scratch.backing], in: scratch.mountpoint)
+        #expect(saved.status == 0, "\(saved)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.mountpoint) == [name])
+        let versions = try Self.list(name, in: scratch.mountpoint).versions
+        #expect(versions.map { $0["kind"] as? String } == ["conflict"], "\(versions)")
+        #expect(try Self.versions(["cat", name, "\(versions.first?["id"] as? Int ?? 0)"], in: scratch.mountpoint).output == "first\noutside\n")
+        #expect(try String(contentsOfFile: scratch.mountpoint + "/" + name, encoding: .utf8) == "mine\n")
     }
 
     /// Pinning, resolving and removing change what others find: a user who may only read the

@@ -12,14 +12,16 @@ extension Save {
     /// before the backing changes: false refuses the commit (see `CommitReport.fencedOff`).
     /// `thenInPlace`: the file turned out to coordinate itself (see `writesInPlace`): once
     /// committed, every later change of this save goes to the file itself.
+    /// `conflictCopy` says whether an outside version found under a name is also kept beside it.
     /// `keepVersion` keeps the file about to be replaced (its directory and name) in the version store, and returns how to take it back should the commit fail.
     public func commit(durability: Durability, nodes: NodeTable, onlyWithoutWriters: Bool = false, thenInPlace: Bool = false,
                 willKeep: (_ directory: Node, FileName) -> Void = { _, _ in },
                 keepVersion: (_ directory: Node, FileName, VersionKind) -> (() -> Void)? = { _, _, _ in nil },
+                conflictCopy: (FileName) -> Bool = { _ in true },
                 stillCovered: () -> Bool = { true }) throws(Errno) -> CommitReport? {
         try state.withLock { (state) throws(Errno) -> CommitReport? in
             let report = try commitLocked(&state, durability: durability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters, willKeep: willKeep,
-                                          keepVersion: keepVersion, stillCovered: stillCovered)
+                                          keepVersion: keepVersion, conflictCopy: conflictCopy, stillCovered: stillCovered)
             if thenInPlace && !state.discarded && state.failure == nil && (!onlyWithoutWriters || state.writers == 0) {
                 try writeInPlaceFromNowOn(&state)
             }
@@ -31,6 +33,7 @@ extension Save {
     private func commitLocked(_ state: inout State, durability: Durability, nodes: NodeTable, onlyWithoutWriters: Bool,
                               willKeep: (_ directory: Node, FileName) -> Void,
                               keepVersion: (_ directory: Node, FileName, VersionKind) -> (() -> Void)?,
+                              conflictCopy: (FileName) -> Bool,
                               stillCovered: () -> Bool) throws(Errno) -> CommitReport? {
         if onlyWithoutWriters && state.writers > 0 { return nil }
         if let failure = state.failure { throw failure }
@@ -61,6 +64,7 @@ extension Save {
         if !stillCovered() { return try keepFencedOff(staged, &state, nodes: nodes, willKeep: willKeep) }
         var replacing = state.exists
         var keptAs: FileName?
+        var changedBehind = false
         if state.exists {
             // The one fstatat a commit costs: what the name names now.
             let found = try? Syscall.stat(at: directory, state.name)
@@ -73,6 +77,9 @@ extension Save {
             case .goneBehindTheMount:
                 replacing = false
             case .changedBehindTheMount:
+                changedBehind = true
+                // With versions, the outside version may be kept as a version only (see `conflictCopy`).
+                guard conflictCopy(state.name) else { break }
                 do throws(Errno) {
                     let folder = state.directory
                     keptAs = try ConflictName.keep(state.name, in: directory, willLink: { willKeep(folder, $0) })
@@ -88,8 +95,8 @@ extension Save {
         }
         // The version the rename is about to replace: the file as staged from, or the one
         // found changed behind the mount (then also kept beside it, as `keptAs`).
-        let takeBackVersion = replacing && (!state.createdTheFile || keptAs != nil)
-            ? keepVersion(state.directory, state.name, keptAs == nil ? .save : .conflict) : nil
+        let takeBackVersion = replacing && (!state.replacesOwnCommit || changedBehind)
+            ? keepVersion(state.directory, state.name, changedBehind ? .conflict : .save) : nil
         do throws(Errno) {
             try staged.commit(in: directory, as: state.name, replacingExistingFile: replacing,
                               durability: durability.forCommit(replacingExistingFile: replacing))
@@ -101,8 +108,8 @@ extension Save {
             throw error
         }
         state.exists = true
+        state.replacesOwnCommit = true
         if !replacing {
-            state.createdTheFile = true
             // The name is the node's again (a watch of the backing may have seen it deleted
             // behind the mount, and the node table marked the node unlinked).
             nodes.moved(node, to: state.directory, name: state.name)

@@ -91,9 +91,10 @@ public final class Save: Sendable {
         /// exist in the backing yet (the node's backing object is the temp itself, unnamed or
         /// under a hidden name).
         var exists: Bool
-        /// This save's first commit created the file: what a later commit of it replaces is
-        /// its own earlier state, not a version of a file that was there before (no version is kept).
-        var createdTheFile = false
+        /// The file under the name is one this save's handles committed (the file it created,
+        /// or a truncation committed at the open): a commit that replaces it keeps no version,
+        /// as it is the save's own earlier state, not what was there before.
+        var replacesOwnCommit = false
         /// Set by a failed change (ENOSPC, EIO): the save will not commit, and the next flush says why.
         var failure: Errno?
         /// Set when the owner unlinked the file: nothing commits any more.
@@ -155,7 +156,15 @@ public final class Save: Sendable {
 
     // MARK: Handles
 
-    func addWriter() { state.withLock { $0.writers += 1 } }
+    /// A handle joins. One that joins after a commit (the same process opening the file again
+    /// before its last handle's release came in) starts from the committed file, which others
+    /// could read: what its first commit replaces is a version again.
+    func addWriter() {
+        state.withLock { state in
+            state.writers += 1
+            if state.exists { state.replacesOwnCommit = false }
+        }
+    }
 
     /// Whether no handle writes through the save now (read under its lock).
     var hasNoWriters: Bool { state.withLock { $0.writers == 0 } }

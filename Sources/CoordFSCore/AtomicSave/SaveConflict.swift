@@ -107,6 +107,18 @@ public enum ConflictName {
         return FileName(Array(stem) + suffix + Array(ext))!
     }
 
+    /// Whether `name` is one `make` makes: `.conflict-` and a timestamp in it.
+    public static func isConflictCopy(_ name: FileName) -> Bool {
+        let bytes = name.bytes
+        let marker = Array(".conflict-".utf8)
+        guard bytes.count >= marker.count + 15 else { return false }
+        for start in 0...(bytes.count - marker.count - 15) where bytes[start..<(start + marker.count)].elementsEqual(marker) {
+            let stamp = bytes[(start + marker.count)..<(start + marker.count + 15)]
+            if stamp.enumerated().allSatisfy({ $0.offset == 8 ? $0.element == UInt8(ascii: "-") : (0x30...0x39).contains($0.element) }) { return true }
+        }
+        return false
+    }
+
     /// `YYYYMMDD-HHMMSS` in UTC.
     static func timestamp(_ time: time_t) -> String {
         let stamp = UTCStamp(time)

@@ -19,6 +19,7 @@ extension CoordinatedMount {
         guard let report = try save.commit(durability: commitDurability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters, thenInPlace: thenInPlace,
                                            willKeep: { [self] directory, name in ownChanges.note(nodes.path(of: directory)?.appending(name)) },
                                            keepVersion: { [self] directory, name, kind in keepVersion(directory, name, kind, origin: origin) },
+                                           conflictCopy: { [self] name in makesConflictCopy(of: name) },
                                            stillCovered: { [authority] in held.map(authority.stillHolds) ?? true })
         else { return nil }
         if report.fencedOff {
@@ -48,12 +49,27 @@ extension CoordinatedMount {
         return report
     }
 
+    /// Whether a save of `name` that meets an outside version also keeps it beside the file:
+    /// always without versions (the copy is the only record); with them, unless turned off
+    /// (`--no-conflict-copies`) or the file is itself a conflict copy (no copy of a copy).
+    private func makesConflictCopy(of name: FileName) -> Bool {
+        versions == nil || (options.conflictCopies && !ConflictName.isConflictCopy(name))
+    }
+
     /// Keeps the file a commit is about to replace in the version store, if the mount has one;
     /// returns how to take it back. Runs under the save's lock: it must not ask the save.
     private func keepVersion(_ directory: Node, _ name: FileName, _ kind: VersionKind, origin: ChangeOrigin) -> (() -> Void)? {
         guard let versions, let path = nodes.path(of: directory)?.appending(name),
               let kept = versions.keepReplaced(name, in: directory.directory, path: path, kind: kind, origin: versionOrigin(origin)) else { return nil }
         return { versions.takeBack(kept) }
+    }
+
+    /// Keeps `node`'s file as it is before an in-place handle's first change, by a clone where
+    /// the backing can make one (XFS, btrfs); elsewhere it costs nothing after the first try.
+    public func keepBeforeInPlaceChange(of node: Node, origin: ChangeOrigin) {
+        guard let versions, node.isRegularFile, versions.clones(onDevice: node.identity.device), let path = nodes.path(of: node),
+              let readable = try? reopen(node, flags: O_RDONLY) else { return }
+        _ = versions.keepClone(of: readable.raw, path: path, origin: versionOrigin(origin))
     }
 
     /// Tells the kernel and subscribers about the conflict copy a commit made, if any.

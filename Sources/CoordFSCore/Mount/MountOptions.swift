@@ -51,6 +51,10 @@ public struct MountOptions: Sendable {
     /// Stage every save in a named hidden temp, even where the backing has unnamed files
     /// (O_TMPFILE): the fallback for filesystems without them, on demand.
     public var namedTemps = false
+    /// With a version store, whether a save that meets a change behind the mount also keeps
+    /// that version beside the file (`NAME.conflict-…`), for programs that know nothing of
+    /// versions. Without a store the copy is always made: it is the only record.
+    public var conflictCopies = true
     /// Files written in place instead of through a staged temp.
     public var inPlace = InPlacePolicy(patterns: InPlacePolicy.defaultPatterns, largerThan: InPlacePolicy.defaultLargerThan)
 

@@ -50,6 +50,15 @@ public protocol VersionKeeping: Sendable {
     /// returned.
     func keepReplaced(_ name: FileName, in directory: Int32, path: MountPath, kind: VersionKind, origin: VersionOrigin) -> KeptVersion?
 
+    /// Keeps the file open as `file` (readable), which a program is about to change in place,
+    /// by a clone of it (a reflink: no bytes copied) where the backing can make one; false
+    /// when it cannot (then `clones(onDevice:)` says so from now on) or keeps nothing.
+    func keepClone(of file: Int32, path: MountPath, origin: VersionOrigin) -> Bool
+
+    /// Whether a clone on this device may work: false once one failed there for want of
+    /// reflinks, so that in-place writes on such a backing cost nothing more.
+    func clones(onDevice device: UInt64) -> Bool
+
     /// Undoes `keepReplaced` after the commit failed.
     func takeBack(_ kept: KeptVersion)
 
