@@ -57,6 +57,10 @@ class ErrorTests(MountTestCase):
                 connection.call(op, dict(fields))
             self.assertEqual(raised.exception.code, code)
             self.assertTrue(raised.exception.message)
+        # Kinds go as given (a newer mount knows more): one it does not know is the server's to refuse.
+        with self.assertRaises(coordfs.ServerError) as unknown:
+            connection.events(self.mnt, kinds=["created", "sneezed"])
+        self.assertEqual(unknown.exception.code, "bad-request")
         self.assertEqual(coordfs.ErrorCode.NOT_FOUND, "not-found")
         self.assertEqual(connection.status().held, [])
 

@@ -9,7 +9,8 @@ from typing import Any, AnyStr, Callable, Generic, Literal, Union
 from . import _paths
 from .status import _field, _object, _optional
 
-#: The kinds of change events (Docs/PROTOCOL.md, "Events").
+#: The kinds of change events (Docs/PROTOCOL.md, "Events"); an `Event.kind` may be another
+#: that a newer mount sends.
 EventKind = Literal["created", "changed", "deleted", "moved", "attributes", "conflict"]
 EVENT_KINDS: tuple[str, ...] = ("created", "changed", "deleted", "moved", "attributes", "conflict")
 
