@@ -116,8 +116,13 @@ extension FileSystem {
             } else {
                 try checkNotReplacedElsewhere(node, startedAt: path)
             }
-            let descriptor = SharedDescriptor(try reopen(node, flags: backingFlags(flags)))
-            let cached = activity.openReader(of: node, owner: reader, version: descriptor, identity: node.identity)
+            // The version opened and the identity registered are one backing's: the node may
+            // follow a newer file at any moment (see `ActivityRegistry.openReader`).
+            let backing = node.backing
+            let descriptor = SharedDescriptor(try withExtendedLifetime(backing) { () throws(Errno) -> OwnedDescriptor in
+                try Syscall.reopen(backing.descriptor.raw, backingFlags(flags))
+            })
+            let cached = activity.openReader(of: node, owner: reader, version: descriptor, identity: backing.identity)
             return OpenFile(node: node, own: descriptor, save: nil, isWriter: false, appends: false,
                             usesPageCache: cached, claims: held, origin: origin, cachedReader: cached ? reader : nil)
         }

@@ -49,7 +49,7 @@ extension FileSystem {
         // A reader around the cache mapped the file.
         if let own = handle.own, let status = try? Syscall.stat(own.raw),
            activity.joinCachedReaders(node, owner: .process(handle.origin.pid), version: own, identity: FileIdentity(status),
-                                      current: node.identity, joined: handle.joinedCachedReaders) {
+                                      joined: handle.joinedCachedReaders) {
             return own
         }
         if let version = activity.cachedVersion(of: node) { return version }

@@ -139,6 +139,44 @@ import Testing
         #expect(!registry.closeReader(of: node, owner: bob), "a fresh cache needs no drop")
     }
 
+    /// A reader registered after the node moved on to another file (a commit, or another
+    /// host's commit followed, between the reader's open of its version and its registration,
+    /// its whole drop already done) goes around the cache: it would fill it with the replaced
+    /// version while readers of the new one fill it too (ClusterTests.readersNeverSeeATornVersionFromAnotherMount).
+    @Test func aReaderOfAReplacedVersionGoesAroundTheCache() throws {
+        let node = try fixture.lookUp("doc")
+        let replaced = FileIdentity(try fixture.scratch.status("other"))
+        #expect(!registry.openReader(of: node, owner: .process(100), version: try version(of: node), identity: replaced))
+        #expect(!registry.hasCachedReaders(node))
+        #expect(registry.openReader(of: node, owner: .process(100), version: try version(of: node), identity: node.identity))
+    }
+
+    /// The cache is good again only once the last drop asked for is done: the kernel's drop
+    /// for an earlier commit (or an older reader's close) does not clear the mark of a later
+    /// commit, nor of a reader that read the older version again after it and then closed.
+    @Test func theCacheIsGoodAgainOnlyAfterTheLastDropAskedFor() throws {
+        let node = try fixture.lookUp("doc")
+        let newer = ClaimOwner.process(200)
+        registry.noteCommit(of: node)
+        registry.noteCommit(of: node)
+        registry.cacheDropped(of: node)
+        #expect(!registry.openReader(of: node, owner: newer, version: try version(of: node), identity: node.identity),
+                "the second commit's drop is still to come")
+        registry.cacheDropped(of: node)
+        #expect(registry.openReader(of: node, owner: newer, version: try version(of: node), identity: node.identity))
+
+        // A commit while that reader reads; the kernel drops the cache, the reader reads on
+        // (filling it again) and closes before the first drop is confirmed.
+        registry.noteCommit(of: node)
+        #expect(registry.closeReader(of: node, owner: newer), "the last older reader gone: drop the cache")
+        registry.cacheDropped(of: node)
+        #expect(!registry.openReader(of: node, owner: .process(300), version: try version(of: node), identity: node.identity),
+                "the close's drop is still to come")
+        registry.cacheDropped(of: node)
+        #expect(!registry.needsFreshAttributes(node))
+        #expect(registry.openReader(of: node, owner: .process(300), version: try version(of: node), identity: node.identity))
+    }
+
     @Test func readersGoAroundTheCacheDuringASave() throws {
         let (node, save) = try fixture.save(of: "doc")
         _ = registry.installSave(save)
@@ -160,17 +198,17 @@ import Testing
         let joined = Atomic<Bool>(false)
         // (Values first: #expect cannot take the atomic, which is not copyable.)
         let other = registry.joinCachedReaders(node, owner: owner, version: try version(of: node), identity: elsewhere,
-                                               current: current, joined: joined)
+                                               joined: joined)
         let joinedByOther = joined.load(ordering: .relaxed)
         #expect(!other, "another version than the cache's")
         #expect(!joinedByOther)
         let same = registry.joinCachedReaders(node, owner: owner, version: try version(of: node), identity: current,
-                                              current: current, joined: joined)
+                                              joined: joined)
         let joinedBySame = joined.load(ordering: .relaxed)
         #expect(same)
         #expect(joinedBySame)
         let again = registry.joinCachedReaders(node, owner: owner, version: try version(of: node), identity: current,
-                                               current: current, joined: joined)
+                                               joined: joined)
         #expect(again)
         #expect(registry.hasCachedReaders(node))
         #expect(!registry.closeReader(of: node, owner: owner))
@@ -185,7 +223,7 @@ import Testing
         #expect(registry.mappedSave(of: node) === save)
         let late = Atomic<Bool>(false)
         let duringMappedSave = registry.joinCachedReaders(node, owner: .process(500), version: try version(of: node),
-                                                          identity: current, current: current, joined: late)
+                                                          identity: current, joined: late)
         #expect(!duringMappedSave, "the owner's mapping holds the cache")
         #expect(save.removeWriter())
         registry.endSave(save)

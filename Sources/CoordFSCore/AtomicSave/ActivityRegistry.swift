@@ -25,6 +25,11 @@ final class FileActivity {
     var cachedVersionIdentity: FileIdentity?
     /// The page cache may hold pages of a version older than the committed one.
     var cacheIsStale = false
+    /// Drops of the page cache asked for (by a commit, or by the last older reader's close)
+    /// that the kernel has not confirmed yet (`cacheDropped`). The cache is good again only
+    /// once the last of them is done: the confirmation of an earlier drop must not clear the
+    /// mark a later commit set, whose own drop is still to come.
+    var dropsPending = 0
 
     var isIdle: Bool { save == nil && cachedReaders == 0 && !cacheIsStale }
 }
@@ -221,14 +226,27 @@ public final class ActivityRegistry: Sendable {
 
     // MARK: Page-cache readers
 
-    /// Registers a reader of the committed version, which it reads through `version`; true
-    /// when it may use the page cache.
+    /// Registers a reader of the committed version, which it reads through `version` (the file
+    /// `identity` names, opened before this call); true when it may use the page cache.
     public func openReader(of node: Node, owner: ClaimOwner, version: SharedDescriptor, identity: FileIdentity) -> Bool {
         state.withLock { state in
             let activity = state.files[node.id] ?? FileActivity()
             state.files[node.id] = activity
             // During a save, or while older readers hold the cache, read around the cache.
             if activity.cacheIsStale || activity.save != nil { return false }
+            // Nor when the node stands for another file by now: a commit (this host's, or
+            // another host's that the node followed) came between the reader's open of its
+            // version and this registration, and its whole round (stale, dropped, good again)
+            // may be over already, so nothing above says so. Counted as a cached reader, this
+            // one would fill the cache with the replaced version while readers of the new one
+            // fill it too, and a read of either would mix pages of both. (Checked here, under
+            // the lock: a commit swaps the node's backing before it looks for cached readers,
+            // and a follower marks the cache stale before it swaps, so a reader registered
+            // before the swap is always seen, and one registered after it sees the swap.)
+            if node.identity != identity {
+                if activity.isIdle { state.files[node.id] = nil }
+                return false
+            }
             Self.countCachedReader(activity, owner: owner, version: version, identity: identity)
             return true
         }
@@ -236,14 +254,16 @@ public final class ActivityRegistry: Sendable {
 
     /// A reader around the page cache filled it (it mapped the file): when it reads the version
     /// the cache stands for, it counts as a cached reader from now on (`joined` is set, once),
-    /// and true is the answer. `identity` is its version's; `current` the node's backing's.
+    /// and true is the answer. `identity` is its version's.
     public func joinCachedReaders(_ node: Node, owner: ClaimOwner, version: SharedDescriptor, identity: FileIdentity,
-                           current: FileIdentity, joined: borrowing Atomic<Bool>) -> Bool {
+                           joined: borrowing Atomic<Bool>) -> Bool {
         state.withLock { state in
             if joined.load(ordering: .relaxed) { return true }
             let activity = state.files[node.id] ?? FileActivity()
             state.files[node.id] = activity
-            let cacheVersion = activity.cachedReaders > 0 ? activity.cachedVersionIdentity : activity.cacheIsStale ? nil : current
+            // With no cached reader and no stale mark, the cache stands for the node's file as
+            // the node stands now, read under this lock (as `openReader` checks it).
+            let cacheVersion = activity.cachedReaders > 0 ? activity.cachedVersionIdentity : activity.cacheIsStale ? nil : node.identity
             guard !activity.saveIsMapped, cacheVersion == identity else {
                 if activity.isIdle { state.files[node.id] = nil }
                 return false
@@ -278,6 +298,7 @@ public final class ActivityRegistry: Sendable {
                 activity.cachedReaderOwners[owner] = count > 1 ? count - 1 : nil
             }
             let mustDrop = activity.cacheIsStale && activity.cachedReaders == 0
+            if mustDrop { activity.dropsPending += 1 }
             if activity.isIdle { state.files[node.id] = nil }
             return mustDrop
         }
@@ -289,20 +310,29 @@ public final class ActivityRegistry: Sendable {
     }
 
     /// A commit replaced the node's version: until the kernel has dropped the cache and every
-    /// reader of an older version has closed, new readers bypass the cache.
+    /// reader of an older version has closed, new readers bypass the cache. The caller asks
+    /// the kernel to drop the cache and calls `cacheDropped` once it has (every call of this
+    /// is paired with one of that, as is every `closeReader` that answers true).
     public func noteCommit(of node: Node) {
         state.withLock { state in
             let activity = state.files[node.id] ?? FileActivity()
             state.files[node.id] = activity
             if !activity.cacheIsStale { staleCount.add(1, ordering: .relaxed) }
             activity.cacheIsStale = true
+            activity.dropsPending += 1
         }
     }
 
-    /// The kernel dropped the node's cache; with no older reader left, the cache is good again.
+    /// The kernel dropped the node's cache (one drop asked for by `noteCommit` or
+    /// `closeReader`); with no older reader left and no later drop still to come, the cache is
+    /// good again. A drop that the kernel made before a later commit, or before the last older
+    /// reader closed (it may have read the older version into the cache again meanwhile),
+    /// leaves it stale: that later drop clears it.
     public func cacheDropped(of node: Node) {
         state.withLock { state in
-            guard let activity = state.files[node.id], activity.cachedReaders == 0 else { return }
+            guard let activity = state.files[node.id] else { return }
+            if activity.dropsPending > 0 { activity.dropsPending -= 1 }
+            guard activity.cachedReaders == 0, activity.dropsPending == 0 else { return }
             if activity.cacheIsStale { staleCount.subtract(1, ordering: .relaxed) }
             activity.cacheIsStale = false
             if activity.isIdle { state.files[node.id] = nil }
