@@ -104,10 +104,7 @@ struct Versions: ParsableCommand {
         @Argument(help: "The version's id.")
         var id: Int64
 
-        func run() throws {
-            let id = self.id
-            _ = try Versions.withConnection(target.file) { connection, path in try await connection.changeVersion(id, of: path, pinned: true) }
-        }
+        func run() throws { try Versions.setPinned(true, id, of: target.file) }
     }
 
     struct Unpin: ParsableCommand {
@@ -118,10 +115,12 @@ struct Versions: ParsableCommand {
         @Argument(help: "The version's id.")
         var id: Int64
 
-        func run() throws {
-            let id = self.id
-            _ = try Versions.withConnection(target.file) { connection, path in try await connection.changeVersion(id, of: path, pinned: false) }
-        }
+        func run() throws { try Versions.setPinned(false, id, of: target.file) }
+    }
+
+    /// Pins or unpins version `id` of `file`.
+    static func setPinned(_ pinned: Bool, _ id: Int64, of file: String) throws {
+        _ = try withConnection(file) { connection, path in try await connection.changeVersion(id, of: path, pinned: pinned) }
     }
 
     struct Resolve: ParsableCommand {
