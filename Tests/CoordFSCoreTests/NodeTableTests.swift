@@ -6,11 +6,21 @@ import Testing
 /// links sharing a node, paths after moves and unlinks, and eviction on forget.
 @Suite struct NodeTableTests {
     let scratch: String
+    /// Removes the folder when the test's instance goes (one was left in /tmp per test before).
+    let removal: FolderRemoval
+
+    /// Sendable (one constant), so the suite's tasks may capture the suite.
+    final class FolderRemoval: Sendable {
+        let path: String
+        init(_ path: String) { self.path = path }
+        deinit { _ = system("rm -rf '\(path)'") }
+    }
 
     init() throws {
         var template = Array("/tmp/coordfs-nodes-XXXXXX".utf8CString)
         let path = try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) })
         scratch = String(cString: path)
+        removal = FolderRemoval(scratch)
     }
 
     func makeTable() throws -> NodeTable {
