@@ -21,7 +21,13 @@ extension Session {
             return fail(id, .badRequest, "version-read: offset and length must not be negative")
         }
         let length = min(body.length, Request.VersionRead.maxLength)
+        let (access, peer) = (context.access, self.peer)
         withVersions(id, body.path) { (catalog, path) throws(ErrorDetail) -> Request.VersionRead.Reply in
+            // The file's permissions now are not enough: a version keeps the owner and mode it
+            // had (a file once 0600, or deleted, must not give its bytes to others).
+            if let kept = catalog.status(ofVersion: body.version), !access.canRead(kept, uid: peer.uid, gid: peer.gid, pid: peer.pid) {
+                throw ErrorDetail(code: .notPermitted, message: "\(path): uid \(peer.uid) may not read version \(body.version), as the file was when kept")
+            }
             do throws(Errno) {
                 let bytes = try catalog.read(version: body.version, of: path, offset: body.offset, count: length)
                 return Request.VersionRead.Reply(data: Data(bytes).base64EncodedString(), eof: bytes.count < length)

@@ -402,6 +402,10 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
         }
     }
 
+    public func status(ofVersion id: Int64) -> stat? {
+        try? Syscall.stat(at: objects.raw, Self.objectName(id))
+    }
+
     public func summary() -> VersionSummary {
         var summary = (try? index.summary()) ?? VersionSummary(versions: 0, files: 0, bytes: 0)
         summary.paused = space.withLock { $0.short }

@@ -212,9 +212,9 @@ import Testing
         defer { scratch.unmount() }
         for name in ["open", "secret"] {
             try "1".write(toFile: scratch.mountpoint + "/" + name, atomically: false, encoding: .utf8)
+            if name == "secret" { chmod(scratch.mountpoint + "/secret", 0o600) } // its version is kept 0600
             try "2".write(toFile: scratch.mountpoint + "/" + name, atomically: false, encoding: .utf8)
         }
-        chmod(scratch.mountpoint + "/secret", 0o600)
         let id = try #require(try Self.list("open", in: scratch.mountpoint).versions.first?["id"] as? Int)
         let binary = shellQuoted(coordfsBinary)
         let readable = try shell("\(binary) versions cat open \(id)", in: scratch.mountpoint, user: Self.nobody)
@@ -224,6 +224,16 @@ import Testing
             let refused = try shell("\(binary) versions \(command)", in: scratch.mountpoint, user: Self.nobody)
             #expect(refused.status != 0 && refused.output.isEmpty && refused.errors.contains("may not read"), "\(command): \(refused)")
         }
+        // A version keeps the permissions the file had: made readable later, or deleted, its
+        // earlier 0600 content stays root's.
+        chmod(scratch.mountpoint + "/secret", 0o644)
+        let earlier = try shell("\(binary) versions cat secret \(secretID)", in: scratch.mountpoint, user: Self.nobody)
+        #expect(earlier.status != 0 && earlier.output.isEmpty && earlier.errors.contains("may not read version"), "\(earlier)")
+        chmod(scratch.mountpoint + "/secret", 0o600)
+        #expect(unlink(scratch.mountpoint + "/secret") == 0)
+        let deleted = try #require(try Self.list("secret", in: scratch.mountpoint).versions.last?["id"] as? Int)
+        let gone = try shell("\(binary) versions cat secret \(deleted)", in: scratch.mountpoint, user: Self.nobody)
+        #expect(gone.status != 0 && gone.output.isEmpty && gone.errors.contains("may not read version"), "\(gone)")
     }
 
     /// A save that meets a change made behind the mount keeps the outside version as an

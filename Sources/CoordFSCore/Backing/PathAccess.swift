@@ -32,6 +32,10 @@ public protocol PathAccess: Sendable {
     /// make it): search every directory above it and write the one that holds it, and in a
     /// sticky directory own the item or the directory, as the kernel's unlink and rename check.
     func canRemove(_ path: MountPath, uid: UInt32, gid: UInt32, pid: Int32) -> Bool
+
+    /// True when the user may read an object with these attributes (owner, group, mode):
+    /// a kept version, which has no path of its own.
+    func canRead(_ status: stat, uid: UInt32, gid: UInt32, pid: Int32) -> Bool
 }
 
 extension PathAccess {
@@ -41,6 +45,11 @@ extension PathAccess {
 
     /// Only root, unless the conformer knows better.
     public func canWrite(_ path: MountPath, uid: UInt32, gid: UInt32, pid: Int32) -> Bool {
+        uid == 0
+    }
+
+    /// Only root, unless the conformer knows better.
+    public func canRead(_ status: stat, uid: UInt32, gid: UInt32, pid: Int32) -> Bool {
         uid == 0
     }
 
@@ -90,6 +99,10 @@ public final class BackingPathAccess: PathAccess {
         case .readable, .missing: true
         case .notPermitted: false
         }
+    }
+
+    public func canRead(_ status: stat, uid: UInt32, gid: UInt32, pid: Int32) -> Bool {
+        User(uid: uid, gid: gid, groups: uid == 0 ? [] : supplementaryGroups(of: pid)).may(.read, status)
     }
 
     public func canRemove(_ path: MountPath, uid: UInt32, gid: UInt32, pid: Int32) -> Bool {

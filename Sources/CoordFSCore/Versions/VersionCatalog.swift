@@ -78,6 +78,10 @@ public protocol VersionCatalog: Sendable {
     /// brought back continues as the file it was (its versions are its own again).
     func restored(version id: Int64, of path: MountPath, by pid: Int32) throws(Errno)
 
+    /// The attributes of version `id` as kept (the file's owner and mode then), nil when
+    /// there is no such version.
+    func status(ofVersion id: Int64) -> stat?
+
     /// The store's size and counts, for status.
     func summary() -> VersionSummary
 }
