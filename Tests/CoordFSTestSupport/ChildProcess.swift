@@ -3,8 +3,14 @@ import Glibc
 
 /// posix_spawnp of `arguments` with an empty signal mask and default signal dispositions:
 /// test threads run with most signals blocked, and a child would inherit that mask (a shell's
-/// `wait` then never hears of its children ending). Returns 0 or the error number.
+/// `wait` then never hears of its children ending). The child gets no descriptor above
+/// standard error: tests run in parallel, and a file one test holds open on its mount would
+/// otherwise stay open in another test's child and make that mount busy at unmount.
+/// Returns 0 or the error number.
 public func spawnWithCleanSignals(_ arguments: [String], _ child: inout pid_t, actions: inout posix_spawn_file_actions_t) -> Int32 {
+    if let closeFrom = closeFromAction {
+        _ = closeFrom(&actions, 3)
+    }
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }
@@ -21,6 +27,13 @@ public func spawnWithCleanSignals(_ arguments: [String], _ child: inout pid_t, a
     defer { for argument in argv { free(argument) } }
     return posix_spawnp(&child, arguments[0], &actions, &attributes, &argv, environ)
 }
+
+/// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), which Swift's Glibc
+/// module does not import.
+private let closeFromAction: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32)? = {
+    guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+    return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
+}()
 
 /// A program the test starts beside itself (a presenter, a watcher, a claim holder), with
 /// clean signals (`spawnWithCleanSignals`). Standard input is /dev/null; standard output and

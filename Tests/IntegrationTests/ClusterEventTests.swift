@@ -132,7 +132,7 @@ import Testing
     }
 
     static func write(_ path: String, _ text: String) throws {
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno)!) }
         let written = text.withCString { Glibc.write(descriptor, $0, strlen($0)) }
         // The close commits (and fails when the commit does).
