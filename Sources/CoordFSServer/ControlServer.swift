@@ -99,7 +99,8 @@ public final class ControlServer: Sendable {
                                     logger: logger, options: options, socketPath: socketPath, cluster: cluster, versions: versions)
         // A broken explicit claim is told to the session that held it.
         claims.onBreak { [weak context] breaks in
-            context?.eventLoop.execute {
+            guard let context else { return }
+            context.eventLoop.execute { [weak context] in
                 for broken in breaks {
                     guard let context, case .client(let session, _) = broken.owner else { continue }
                     context.sessions[session]?.claimBroken(broken)

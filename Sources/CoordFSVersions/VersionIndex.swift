@@ -131,7 +131,7 @@ final class VersionIndex: Sendable {
     /// version could be kept): their rows are marked deleted.
     func deleted(_ path: MountPath) throws(SQLiteError) {
         let bytes = path.bytes
-        try database.withLock { (db) throws(SQLiteError) in
+        _ = try database.withLock { (db) throws(SQLiteError) in
             try db.rows("UPDATE files SET deleted = 1 WHERE deleted = 0 AND (path = ? OR substr(path, 1, ?) = ?)",
                         [.blob(bytes), .integer(Int64(bytes.count + 1)), .blob(bytes + [UInt8(ascii: "/")])])
         }
