@@ -88,28 +88,31 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
         return KeptVersion(id: id)
     }
 
-    public func clones(onDevice device: UInt64) -> Bool {
-        !cannotClone.withLock { $0.contains(device) }
+    public func keepsContents(onDevice device: UInt64) -> Bool {
+        retention.copiesUpTo > 0 || !cannotClone.withLock { $0.contains(device) }
     }
 
-    public func keepClone(of file: Int32, path: MountPath, origin: VersionOrigin) -> Bool {
-        guard mayKeep(path), let status = try? Syscall.stat(file), status.st_mode & S_IFMT == S_IFREG, status.st_size > 0 else { return false }
+    public func keepContents(of file: Int32, length: Int64?, path: MountPath, origin: VersionOrigin) -> Bool {
+        guard mayKeep(path), var status = try? Syscall.stat(file), status.st_mode & S_IFMT == S_IFREG else { return false }
+        let length = min(length ?? Int64(status.st_size), Int64(status.st_size))
+        guard length > 0 else { return false }
         let device = UInt64(status.st_dev)
-        guard clones(onDevice: device) else { return false }
+        let mayCopy = length <= retention.copiesUpTo
+        guard keepsContents(onDevice: device) else { return false }
         guard let copy = try? Syscall.openUnnamed(in: objects.raw, mode: mode_t(status.st_mode & 0o7777)) else { return false }
         do throws(Errno) {
-            try Syscall.cloneContents(of: file, into: copy.raw)
-        } catch {
-            // No reflinks here (EOPNOTSUPP, EINVAL), or another filesystem than the store's (EXDEV).
-            if [.notSupported, .invalidArgument, .improperLink, .inappropriateIOCTLForDevice].contains(error) {
-                if cannotClone.withLock({ $0.insert(device).inserted }) {
-                    logger.info("versions: the backing cannot clone files here; files written in place keep no versions", metadata: ["path": "\(path)"])
-                }
+            if try cloned(file, into: copy.raw, device: device, path: path) {
+                if length < Int64(status.st_size) { try Syscall.truncate(copy.raw, off_t(length)) }
+            } else if mayCopy {
+                try Self.copy(length, from: file, into: copy.raw)
             } else {
-                notKept(path, error)
+                return false
             }
+        } catch {
+            notKept(path, error)
             return false
         }
+        status.st_size = off_t(length)
         _ = try? Syscall.changeOwner(copy.raw, status.st_uid, status.st_gid)
         guard let (id, file) = record(path: path, status: status, kind: .save, origin: origin) else { return false }
         do throws(Errno) {
@@ -120,9 +123,40 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
             return false
         }
         live.withLock { $0.insert(path) }
-        tell(.versionAdded, path, id, Int64(status.st_size), origin)
+        tell(.versionAdded, path, id, length, origin)
         thinSoon(file, fileExists: true)
         return true
+    }
+
+    /// Clones `file` into `copy`; false when this backing cannot clone (remembered for
+    /// `device`, and logged once), so that the caller may copy instead.
+    private func cloned(_ file: Int32, into copy: Int32, device: UInt64, path: MountPath) throws(Errno) -> Bool {
+        guard !cannotClone.withLock({ $0.contains(device) }) else { return false }
+        do throws(Errno) {
+            try Syscall.cloneContents(of: file, into: copy)
+            return true
+        } catch {
+            // No reflinks here (EOPNOTSUPP, EINVAL), or another filesystem than the store's (EXDEV).
+            guard [.notSupported, .invalidArgument, .improperLink, .inappropriateIOCTLForDevice].contains(error) else { throw error }
+            if cannotClone.withLock({ $0.insert(device).inserted }) {
+                logger.info(retention.copiesUpTo > 0
+                                ? "versions: the backing cannot clone files here; files written in place or appended to are copied for their versions up to the copy limit"
+                                : "versions: the backing cannot clone files here; files written in place or appended to keep no versions",
+                            metadata: ["path": "\(path)", "copy limit": "\(retention.copiesUpTo)"])
+            }
+            return false
+        }
+    }
+
+    /// Copies the first `length` bytes of `file` into `copy` (in the kernel: copy_file_range).
+    private static func copy(_ length: Int64, from file: Int32, into copy: Int32) throws(Errno) {
+        var done: Int64 = 0
+        while done < length {
+            let count = try Syscall.copyRange(from: file, at: off_t(done), to: copy, at: off_t(done),
+                                              length: Int(min(length - done, 1 << 30)), flags: 0)
+            if count == 0 { throw .ioError } // the file shrank under the copy: no version of a torn file
+            done += Int64(count)
+        }
     }
 
     public func takeBack(_ kept: KeptVersion) {

@@ -125,6 +125,9 @@ struct Mount: ParsableCommand {
     @Option(help: ArgumentHelp("Below this much free space in the backing, new versions are not kept and saves go on.", valueName: "MiB"))
     var versionsMinFree: Int64 = VersionRetention.defaultMinimumFreeBytes >> 20
 
+    @Option(help: ArgumentHelp("Where the backing cannot clone (ext4, tmpfs), files up to this size are copied to keep a version before a change in place or an append; 0: those keep none.", valueName: "MiB"))
+    var versionsCopyUpTo: Int64 = 0
+
     @Option(name: .customLong("versions-exclude"), help: ArgumentHelp("A name or path pattern of files whose versions are not kept (repeatable).", valueName: "pattern"), transform: ExactArguments.display)
     var versionsExclude: [String] = []
 
@@ -181,6 +184,7 @@ struct Mount: ParsableCommand {
         guard versionsMaxAge >= 0, versionsMaxAge.isFinite else { throw ValidationError("--versions-max-age must be 0 (no limit) or more days") }
         guard versionsSpaceShare > 0, versionsSpaceShare <= 100 else { throw ValidationError("--versions-space-share must be a percentage above 0, at most 100") }
         guard versionsMinFree >= 0 else { throw ValidationError("--versions-min-free cannot be negative") }
+        guard versionsCopyUpTo >= 0, versionsCopyUpTo <= Int64.max >> 20 else { throw ValidationError("--versions-copy-up-to must be 0 (no copies) or more MiB") }
         // Each host would keep its own index of one shared store (SQLite over a shared folder):
         // versions of a cluster need the index in its database, which is not built yet.
         if noConflictCopies && !versions { throw ValidationError("--no-conflict-copies needs --versions: without it the copy is the only record of the other version") }
@@ -190,7 +194,8 @@ struct Mount: ParsableCommand {
     /// What the `--versions-…` options say.
     var versionRetention: VersionRetention {
         VersionRetention(thinning: versionsKeep, maximumAge: versionsMaxAge == 0 ? nil : .seconds(versionsMaxAge * 86_400),
-                         spaceShare: versionsSpaceShare / 100, minimumFreeBytes: versionsMinFree << 20, exclusions: versionsExclude)
+                         spaceShare: versionsSpaceShare / 100, minimumFreeBytes: versionsMinFree << 20, exclusions: versionsExclude,
+                         copiesUpTo: versionsCopyUpTo << 20)
     }
 
     var clusterChoice: ClusterChoice { ClusterChoice(conninfo: cluster, file: clusterFile, name: clusterName) }

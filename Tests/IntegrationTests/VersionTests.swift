@@ -162,6 +162,58 @@ import Testing
         }
     }
 
+    /// Where a version of a change that replaces no file comes from: a clone on XFS; on ext4,
+    /// which cannot clone, a copy of a file within `--versions-copy-up-to` (none of a bigger
+    /// one), or nothing without that option.
+    enum ContentsBacking: String, CaseIterable, CustomTestStringConvertible {
+        case xfsClones, ext4Copies, ext4Keeps
+        var testDescription: String { rawValue }
+    }
+
+    /// Appends (`>>` to a plain file: the file grows in place and commits without a rename)
+    /// keep the file as it was before each, byte for byte; so does a file written in place,
+    /// by clone or copy as the backing allows, and a copy only up to the limit.
+    @Test(arguments: ContentsBacking.allCases) func appendsAndInPlaceWritesKeepWhatTheyReplace(backing: ContentsBacking) throws {
+        let scratch = try Scratch()
+        let xfs = backing == .xfsClones ? try XFSImage(mountedAt: scratch.backing, image: scratch.root + "/xfs.img", size: "300M") : nil
+        defer { xfs?.tearDown() }
+        // Every version stays (no thinning), and the XFS image is below the default free-space floor.
+        try scratch.mount(["--versions", "--versions-keep", "all", "--versions-min-free", "16"]
+                          + (backing == .ext4Copies ? ["--versions-copy-up-to", "1"] : []))
+        defer { scratch.unmount() }
+        let appended = try shell("printf 'one\\n' > log.txt && printf 'two\\n' >> log.txt && printf 'three\\n' >> log.txt && cat log.txt",
+                                 in: scratch.mountpoint)
+        #expect(appended.status == 0 && appended.output == "one\ntwo\nthree\n", "\(appended)")
+        // Within the limit (exactly 1 MiB) and past it, each written in place in its middle.
+        let small = Self.randomBytes(1 << 20), large = Self.randomBytes(2 << 20)
+        for (name, contents) in [("small.db", small), ("large.db", large)] {
+            try contents.write(to: URL(fileURLWithPath: scratch.mountpoint + "/" + name))
+            let handle = try FileHandle(forUpdating: URL(fileURLWithPath: scratch.mountpoint + "/" + name))
+            try handle.seek(toOffset: 8192)
+            try handle.write(contentsOf: Data(repeating: 0xEE, count: 4096))
+            try handle.close()
+        }
+        func kept(_ name: String) throws -> [Data] {
+            let listed = try Self.versions(["list", "--json", name], in: scratch.mountpoint)
+            guard listed.status == 0 else {
+                #expect(listed.errors.contains("has no versions"), "\(listed)")
+                return []
+            }
+            return try Self.list(name, in: scratch.mountpoint).versions.map { version in
+                let cat = try run([coordfsBinary, "versions", "cat", name, "\(version["id"] as? Int ?? 0)"], in: scratch.mountpoint)
+                #expect(cat.status == 0, "\(cat)")
+                return Data(cat.outputBytes)
+            }
+        }
+        let keepsAny = backing != .ext4Keeps
+        #expect(try kept("log.txt") == (keepsAny ? [Data("one\n".utf8), Data("one\ntwo\n".utf8)] : []), "the appends' versions")
+        #expect(try kept("small.db") == (keepsAny ? [small] : []), "the file within the copy limit")
+        #expect(try kept("large.db") == (backing == .xfsClones ? [large] : []), "the file past the copy limit")
+        // Nothing of the versions shows through the mount; the files are as written.
+        let listing = try FileManager.default.contentsOfDirectory(atPath: scratch.mountpoint).sorted()
+        #expect(listing == ["large.db", "log.txt", "small.db"], "\(listing)")
+    }
+
     /// Below the free-space floor versions pause: saves and deletes go on as without versions,
     /// and status says so. (A 16 MiB tmpfs is far below the default floor of 1 GiB.)
     @Test func belowTheFreeSpaceFloorSavesGoOnWithoutVersions() throws {

@@ -37,6 +37,9 @@ extension CoordinatedMount {
         // the page cache at once. (Attributes need no invalidation either: every change of a
         // save makes the kernel's copy stale, and nothing replied during a save is cached.)
         if let appendedFrom = report.appendedFrom {
+            // What the append replaced is the file up to its old end, which the append left as
+            // it was: kept now (nothing was, for an append to an empty file).
+            if versions != nil, appendedFrom > 0 { keepContents(of: node, length: appendedFrom, origin: origin) }
             // The same file, grown: readers of it read on, and only the pages from the old end
             // on may hold what they were shown of the end then.
             if kernel.mayHoldPages(of: node.id) { kernel.invalidateContents(of: node.id, from: appendedFrom) }
@@ -64,12 +67,19 @@ extension CoordinatedMount {
         return { versions.takeBack(kept) }
     }
 
-    /// Keeps `node`'s file as it is before an in-place handle's first change, by a clone where
-    /// the backing can make one (XFS, btrfs); elsewhere it costs nothing after the first try.
+    /// Keeps `node`'s file as it is before an in-place handle's first change: by a clone where
+    /// the backing can make one (XFS, btrfs), else by a copy of a file within the copy limit
+    /// (`--versions-copy-up-to`); elsewhere it costs nothing after the first try.
     public func keepBeforeInPlaceChange(of node: Node, origin: ChangeOrigin) {
-        guard let versions, node.isRegularFile, versions.clones(onDevice: node.identity.device), let path = nodes.path(of: node),
+        keepContents(of: node, length: nil, origin: origin)
+    }
+
+    /// Keeps the first `length` bytes (nil: all) of `node`'s file as a version, if the mount
+    /// keeps versions of changes that replace no file (see `keepBeforeInPlaceChange`).
+    private func keepContents(of node: Node, length: Int64?, origin: ChangeOrigin) {
+        guard let versions, node.isRegularFile, versions.keepsContents(onDevice: node.identity.device), let path = nodes.path(of: node),
               let readable = try? reopen(node, flags: O_RDONLY) else { return }
-        _ = versions.keepClone(of: readable.raw, path: path, origin: versionOrigin(origin))
+        _ = versions.keepContents(of: readable.raw, length: length, path: path, origin: versionOrigin(origin))
     }
 
     /// Tells the kernel and subscribers about the conflict copy a commit made, if any.

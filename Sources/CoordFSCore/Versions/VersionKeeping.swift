@@ -50,14 +50,17 @@ public protocol VersionKeeping: Sendable {
     /// returned.
     func keepReplaced(_ name: FileName, in directory: Int32, path: MountPath, kind: VersionKind, origin: VersionOrigin) -> KeptVersion?
 
-    /// Keeps the file open as `file` (readable), which a program is about to change in place,
-    /// by a clone of it (a reflink: no bytes copied) where the backing can make one; false
-    /// when it cannot (then `clones(onDevice:)` says so from now on) or keeps nothing.
-    func keepClone(of file: Int32, path: MountPath, origin: VersionOrigin) -> Bool
+    /// Keeps the first `length` bytes (nil: all) of the file open as `file` (readable): the
+    /// file as it is before a program changes it in place, or the committed part an append
+    /// just grew. By a clone (a reflink: no bytes copied) where the backing can make one, else
+    /// by a copy when `length` is within `VersionRetention.copiesUpTo`; false when it keeps
+    /// nothing.
+    func keepContents(of file: Int32, length: Int64?, path: MountPath, origin: VersionOrigin) -> Bool
 
-    /// Whether a clone on this device may work: false once one failed there for want of
-    /// reflinks, so that in-place writes on such a backing cost nothing more.
-    func clones(onDevice device: UInt64) -> Bool
+    /// Whether `keepContents` may keep anything on this device: false once a clone failed
+    /// there for want of reflinks while no copies are allowed, so that in-place writes and
+    /// appends on such a backing cost nothing more.
+    func keepsContents(onDevice device: UInt64) -> Bool
 
     /// Undoes `keepReplaced` after the commit failed.
     func takeBack(_ kept: KeptVersion)

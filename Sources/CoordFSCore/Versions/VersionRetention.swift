@@ -24,6 +24,9 @@ public struct VersionRetention: Sendable, Equatable {
     public var minimumFreeBytes: Int64
     /// Files whose versions are not kept.
     public var exclusions: PathPatternSet
+    /// Where the backing cannot clone, files up to this many bytes are copied to keep what an
+    /// in-place change or an append is about to replace; 0: such changes keep no version.
+    public var copiesUpTo: Int64
 
     public static let defaultMaximumAge = Duration.seconds(365 * 86_400)
     public static let defaultSpaceShare = 0.5
@@ -31,12 +34,13 @@ public struct VersionRetention: Sendable, Equatable {
 
     public init(thinning: Thinning = .staggered, maximumAge: Duration? = VersionRetention.defaultMaximumAge,
                 spaceShare: Double = VersionRetention.defaultSpaceShare, minimumFreeBytes: Int64 = VersionRetention.defaultMinimumFreeBytes,
-                exclusions: [String] = []) {
+                exclusions: [String] = [], copiesUpTo: Int64 = 0) {
         self.thinning = thinning
         self.maximumAge = maximumAge
         self.spaceShare = spaceShare
         self.minimumFreeBytes = minimumFreeBytes
         self.exclusions = PathPatternSet(exclusions)
+        self.copiesUpTo = copiesUpTo
     }
 
     /// The steps of staggered thinning: up to each age, one version per step.
