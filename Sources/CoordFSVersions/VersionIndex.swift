@@ -132,8 +132,8 @@ final class VersionIndex: Sendable {
     func deleted(_ path: MountPath) throws(SQLiteError) {
         let bytes = path.bytes
         _ = try database.withLock { (db) throws(SQLiteError) in
-            try db.rows("UPDATE files SET deleted = 1 WHERE deleted = 0 AND (path = ? OR substr(path, 1, ?) = ?)",
-                        [.blob(bytes), .integer(Int64(bytes.count + 1)), .blob(bytes + [UInt8(ascii: "/")])])
+            try db.rows("UPDATE files SET deleted = 1 WHERE deleted = 0 AND (path = ? OR (path >= ? AND path < ?))",
+                        [.blob(bytes)] + Self.beneath(bytes))
         }
     }
 
@@ -154,8 +154,15 @@ final class VersionIndex: Sendable {
     /// (`||` makes text of blobs: the result is cast back, as paths are compared as blobs.)
     private static func movePaths(_ db: SQLiteDatabase, from: [UInt8], to: [UInt8]) throws(SQLiteError) {
         try db.rows("""
-            UPDATE files SET path = CAST(? || substr(path, ?) AS BLOB) WHERE deleted = 0 AND (path = ? OR substr(path, 1, ?) = ?)
-            """, [.blob(to), .integer(Int64(from.count + 1)), .blob(from), .integer(Int64(from.count + 1)), .blob(from + [UInt8(ascii: "/")])])
+            UPDATE files SET path = CAST(? || substr(path, ?) AS BLOB) WHERE deleted = 0 AND (path = ? OR (path >= ? AND path < ?))
+            """, [.blob(to), .integer(Int64(from.count + 1)), .blob(from)] + beneath(from))
+    }
+
+    /// The bounds of the paths beneath `path`, as a range the index on paths serves: those
+    /// that start with `path` and a slash sort from that prefix up to `path` and the byte after
+    /// the slash ("0"), as blobs compare bytewise.
+    private static func beneath(_ path: [UInt8]) -> [SQLiteValue] {
+        [.blob(path + [UInt8(ascii: "/")]), .blob(path + [UInt8(ascii: "/") + 1])]
     }
 
     /// The file with versions at `path`: the one there now, or else the last one deleted there.

@@ -65,7 +65,7 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
         self.clock = clock
         try reconcile()
         let paths = try index.livePaths()
-        live.withLock { live in for path in paths { live.insert(path) } }
+        live.withLock { $0 = LivePaths(paths) }
         if let sweepEvery { scheduleSweep(after: .seconds(60), every: sweepEvery) }
     }
 
@@ -196,33 +196,35 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
 
     public func moved(from source: MountPath, to destination: MountPath) {
         guard live.withLock({ $0.touches(source) || $0.contains(destination) }) else { return }
-        followRename(source, destination) { try index.moved(from: source, to: destination) }
+        followRename(source, destination, index: { try index.moved(from: source, to: destination) },
+                     live: { $0.moved(from: source, to: destination) })
     }
 
     public func deletedBehind(_ path: MountPath) {
         guard live.withLock({ $0.touches(path) }) else { return }
-        followRename(path, path) { try index.deleted(path) }
+        followRename(path, path, index: { try index.deleted(path) }, live: { $0.removeAll(within: path) })
     }
 
     public func exchanged(_ first: MountPath, _ second: MountPath) {
         guard live.withLock({ $0.touches(first) || $0.touches(second) }) else { return }
-        followRename(first, second) { try index.exchanged(first, second) }
+        followRename(first, second, index: { try index.exchanged(first, second) }, live: { $0.exchanged(first, second) })
     }
 
-    /// Applies a rename to the index, then reads the live paths afresh (renames of versioned
-    /// files are rare next to saves; the index is the one place the rules live).
-    private func followRename(_ source: MountPath, _ destination: MountPath, _ change: () throws -> Void) {
+    /// Applies a rename to the index, then the same to the live paths: each save of an editor
+    /// that renames over its file comes here, so neither may cost more than the files moved.
+    /// Should the index refuse, the live paths are read from it afresh.
+    private func followRename(_ source: MountPath, _ destination: MountPath, index change: () throws -> Void,
+                              live follow: (inout LivePaths) -> Void) {
         do {
             try change()
-            let paths = try index.livePaths()
-            live.withLock { live in
-                live = LivePaths()
-                for path in paths { live.insert(path) }
-            }
+            live.withLock { follow(&$0) }
         } catch {
             logger.error("versions: could not follow a rename in the index", metadata: [
                 "from": "\(source)", "to": "\(destination)", "error": "\(error)",
             ])
+            if let paths = try? index.livePaths() {
+                live.withLock { $0 = LivePaths(paths) }
+            }
         }
     }
 
@@ -486,10 +488,15 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
     }
 }
 
-/// Live paths with versions, and a count of them beneath each directory.
+/// Live paths with versions, and a count of them beneath each directory. Its changes follow
+/// `VersionIndex`'s rules for renames (`moved`, `deleted`, `exchanged`) one for one.
 struct LivePaths {
     private var paths = Set<MountPath>()
     private var beneath = [MountPath: Int]()
+
+    init(_ paths: some Sequence<MountPath> = []) {
+        for path in paths { insert(path) }
+    }
 
     mutating func insert(_ path: MountPath) {
         guard paths.insert(path).inserted else { return }
@@ -505,6 +512,44 @@ struct LivePaths {
     }
 
     func contains(_ path: MountPath) -> Bool { paths.contains(path) }
+
+    var all: Set<MountPath> { paths }
+
+    /// `path` and the live paths beneath it (found by a scan only when it is a directory above
+    /// some: a file's rename costs a lookup).
+    private func all(within path: MountPath) -> [MountPath] {
+        var found = paths.contains(path) ? [path] : []
+        if beneath[path] != nil { found += paths.filter { $0 != path && $0.isWithin(path) } }
+        return found
+    }
+
+    /// `removed`'s paths go, and each comes back with `source`'s part of it replaced by `destination`.
+    private mutating func carry(_ removed: [MountPath], from source: MountPath, to destination: MountPath) {
+        for path in removed { remove(path) }
+        for path in removed {
+            insert(MountPath(components: destination.components + path.components.dropFirst(source.components.count)))
+        }
+    }
+
+    /// A rename of `source` to `destination`. (A live file it replaces stays a live path either
+    /// way: the index gives the path to the moving file's versions, or to the replaced file's
+    /// when the moving one has none.)
+    mutating func moved(from source: MountPath, to destination: MountPath) {
+        carry(all(within: source), from: source, to: destination)
+    }
+
+    /// `path` and everything beneath it were deleted.
+    mutating func removeAll(within path: MountPath) {
+        for gone in all(within: path) { remove(gone) }
+    }
+
+    /// `first` and `second` exchanged places, each with what is beneath it.
+    mutating func exchanged(_ first: MountPath, _ second: MountPath) {
+        let (fromFirst, fromSecond) = (all(within: first), all(within: second))
+        for path in fromFirst + fromSecond { remove(path) }
+        for path in fromFirst { insert(MountPath(components: second.components + path.components.dropFirst(first.components.count))) }
+        for path in fromSecond { insert(MountPath(components: first.components + path.components.dropFirst(second.components.count))) }
+    }
 
     /// Whether `path` is a live path or a directory above one.
     func touches(_ path: MountPath) -> Bool { paths.contains(path) || beneath[path] != nil }

@@ -36,6 +36,48 @@ import Testing
     static let origin = VersionOrigin(pid: getpid(), uid: getuid(), process: "test")
     static let path = MountPath("/f")!
 
+    /// The live paths the store keeps in memory follow each rename exactly as the index does
+    /// (files and directories moved, over files with and without versions, deleted behind the
+    /// mount, exchanged), over 2,000 random steps: the store applies both and reads neither back.
+    @Test func livePathsFollowRenamesAsTheIndexDoes() throws {
+        let backing = try Backing()
+        let index = try VersionIndex(path: backing.path + "/index.sqlite")
+        var live = LivePaths()
+        // Names that sort around the slash and its successor, so that prefix bounds are tried.
+        let names = ["a", "a0", "a.b", "b", "ab", "c\u{00FF}"]
+        var generator = SystemRandomNumberGenerator()
+        func randomPath() -> MountPath {
+            let depth = Int.random(in: 1...3, using: &generator)
+            return MountPath(components: (0..<depth).map { _ in FileName(names.randomElement(using: &generator)!.utf8)! })
+        }
+        let origin = VersionOrigin(pid: 1, uid: 0, process: "test")
+        for step in 0..<2_000 {
+            let (first, second) = (randomPath(), randomPath())
+            switch Int.random(in: 0..<10, using: &generator) {
+            case 0..<4:
+                // A version of a file (one that is not above a live path: a file has nothing beneath).
+                guard !live.all.contains(where: { $0 != first && $0.isWithin(first) }),
+                      !live.all.contains(where: { first != $0 && first.isWithin($0) }) else { continue }
+                _ = try index.record(.init(path: first, size: 1, modified: 0, kept: Int64(step), kind: .save, origin: origin, mode: 0o100644))
+                live.insert(first)
+            case 4..<7:
+                // No move into its own subtree, as rename(2) refuses.
+                guard !second.isWithin(first), !first.isWithin(second) else { continue }
+                try index.moved(from: first, to: second)
+                live.moved(from: first, to: second)
+            case 7:
+                try index.deleted(first)
+                live.removeAll(within: first)
+            default:
+                guard !second.isWithin(first), !first.isWithin(second) else { continue }
+                try index.exchanged(first, second)
+                live.exchanged(first, second)
+            }
+            let indexed = Set(try index.livePaths())
+            try #require(live.all == indexed, "step \(step): memory \(live.all.sorted()) index \(indexed.sorted())")
+        }
+    }
+
     @Test func aDayOfSavesEveryTenSecondsKeepsAboutOnePerStep() throws {
         let backing = try Backing()
         let clock = TestClock()
