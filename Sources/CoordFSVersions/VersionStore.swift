@@ -45,7 +45,10 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
     /// keep no versions, and are not tried again.
     private let cannotClone = Mutex(Set<UInt64>())
     /// Who hears of versions kept, removed and resolved (`observe`).
-    private let observer = Mutex<(@Sendable (VersionNotice) -> Void)?>(nil)
+    /// Boxed: a closure read out of a Mutex by `withLock { $0 }` comes back re-wrapped, and is
+    /// stored so; a chain one thunk deeper per notice made every notice slower than the one
+    /// before (3 ms per save after 40,000) and would at last have overflowed a thread's stack.
+    private let observer = Mutex<VersionObserver?>(nil)
     /// Thinning and sweeping, off the saves' path, one at a time.
     private let upkeep = DispatchQueue(label: "coordfs versions upkeep")
 
@@ -167,12 +170,12 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
     }
 
     public func observe(_ observer: @escaping @Sendable (VersionNotice) -> Void) {
-        self.observer.withLock { $0 = observer }
+        self.observer.withLock { $0 = VersionObserver(observer) }
     }
 
     private func tell(_ kind: ChangeKind, _ path: MountPath, _ id: Int64, _ size: Int64, _ origin: VersionOrigin?) {
         guard let observer = observer.withLock({ $0 }) else { return }
-        observer(VersionNotice(kind: kind, path: path, version: id, size: size, origin: origin))
+        observer.call(VersionNotice(kind: kind, path: path, version: id, size: size, origin: origin))
     }
 
     public func removeKeeping(_ name: FileName, in directory: Int32, path: MountPath, origin: VersionOrigin) throws(Errno) -> Bool {
@@ -485,6 +488,15 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
         var time = timespec()
         clock_gettime(CLOCK_REALTIME, &time)
         return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+    }
+}
+
+/// The store's observer, boxed (see `VersionStore.observer`). Sendable: immutable.
+final class VersionObserver: Sendable {
+    let call: @Sendable (VersionNotice) -> Void
+
+    init(_ call: @escaping @Sendable (VersionNotice) -> Void) {
+        self.call = call
     }
 }
 

@@ -102,6 +102,32 @@ import Testing
         #expect(Set(objects.compactMap { $0.string.flatMap { Int64($0) } }) == Set(listed.versions.map(\.id)))
     }
 
+    /// The observer (the mount, which tells subscribers and presenters) is called the same way
+    /// for the 4,000th notice as for the first: the depth of the stack it is called at stays
+    /// put. (A closure read out of a Mutex came back wrapped once more at each read: a chain of
+    /// thunks one deeper per notice, slower each time, and at last a stack overflow.)
+    @Test func theThousandthNoticeCostsWhatTheFirstDid() throws {
+        let backing = try Backing()
+        let store = try VersionStore(backing: backing.path, retention: VersionRetention(thinning: .all, minimumFreeBytes: 0),
+                                     sweepEvery: nil, logger: Logger(label: "test"))
+        let depths = Mutex<[Int]>([])
+        store.observe { _ in
+            var marker = 0
+            let address = withUnsafeMutablePointer(to: &marker) { Int(bitPattern: $0) }
+            depths.withLock { $0.append(address) }
+        }
+        for _ in 0..<2_000 {
+            // A version kept and taken back: a version-added and a version-removed notice.
+            let kept = try #require(store.keepReplaced(backing.file, in: backing.descriptor.raw, path: Self.path, kind: .save, origin: Self.origin))
+            store.takeBack(kept)
+        }
+        let seen = depths.withLock { $0 }
+        try #require(seen.count == 4_000)
+        // Each pair of notices comes from the same two call sites on this thread.
+        #expect(abs(seen[0] - seen[3_998]) < 1_024 && abs(seen[1] - seen[3_999]) < 1_024,
+                "the stack grew by \(seen[0] - seen[3_998]) bytes between the first notice and the 3,999th")
+    }
+
     @Test func theStoreKeepsToItsShareOfTheDisk() throws {
         let backing = try Backing()
         let store = try VersionStore(backing: backing.path, retention: VersionRetention(thinning: .all, spaceShare: 1e-12, minimumFreeBytes: 0),
