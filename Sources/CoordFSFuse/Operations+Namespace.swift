@@ -258,7 +258,7 @@ extension FileSystem {
         if activity.pendingSave(PendingName(directory: destination.id, name: name)) != nil && flags & Linux.RENAME_NOREPLACE != 0 {
             throw .fileExists
         }
-        save.retarget(directory: destination, name: name)
+        save.retarget(directory: destination, name: name, overAnotherFile: exists)
         activity.movePendingName(of: save, to: PendingName(directory: destination.id, name: name))
         _ = nodes.moved(save.node.identity, to: destination, name: name)
         // The kernel now takes its entry for the pending file for the destination's: where a

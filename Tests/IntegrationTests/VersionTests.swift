@@ -412,6 +412,38 @@ import Testing
         #expect(presenter.eventuallyPrints("notify did-lose-version /docs/f"), "\(presenter.output)")
     }
 
+    /// The "write a temp, rename it into place, then close" pattern (Rust's tempfile, many
+    /// loggers) over an existing file: at the close the new file replaces the old one, so
+    /// subscribers hear `changed` (not `created`) and the old file is kept as a version.
+    @Test func aNewFileRenamedOverAnotherBeforeItsCloseReplacesIt() throws {
+        let scratch = try Scratch()
+        try scratch.mount(["--versions"])
+        defer { scratch.unmount() }
+        #expect(try shell("echo old > target", in: scratch.mountpoint).status == 0)
+        let client = try ControlSocketTests.connect(to: scratch)
+        #expect(try client.request(#"{"id":1,"op":"subscribe","path":"/","recursive":true}"#).ok != nil)
+        let script = """
+            import os
+            f = open("target.tmp", "w"); f.write("new\\n"); f.flush()
+            os.rename("target.tmp", "target")
+            f.close()
+            """
+        let saved = try run(["python3", "-c", script], in: scratch.mountpoint)
+        #expect(saved.status == 0, "\(saved)")
+        var events: [String] = []
+        while !events.contains(where: { $0.hasSuffix("/target") && !$0.hasPrefix("version") }), let push = try? client.nextPush(timeout: .seconds(5)) {
+            guard push["push"] as? String == "event", let event = push["event"] as? [String: Any] else { continue }
+            events.append("\(event["kind"] as? String ?? "?") \(event["path"] as? String ?? "?")")
+        }
+        #expect(events == ["version-added /target", "changed /target"], "\(events)")
+        #expect(try String(contentsOfFile: scratch.mountpoint + "/target", encoding: .utf8) == "new\n")
+        let versions = try Self.list("target", in: scratch.mountpoint).versions
+        let id = try #require(versions.first?["id"] as? Int, "\(versions)")
+        let cat = try run([coordfsBinary, "versions", "cat", "target", "\(id)"], in: scratch.mountpoint)
+        #expect(cat.output == "old\n" && versions.count == 1, "\(cat) \(versions)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.mountpoint) == ["target"])
+    }
+
     /// A file deleted while open is gone as on a plain disk: its open descriptor shows no
     /// link left, though the store keeps it.
     @Test func aFileDeletedWhileOpenShowsNoLinkLeft() throws {

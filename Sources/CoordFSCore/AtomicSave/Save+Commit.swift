@@ -63,6 +63,7 @@ extension Save {
         let directory = state.directory.directory
         if !stillCovered() { return try keepFencedOff(staged, &state, nodes: nodes, willKeep: willKeep) }
         var replacing = state.exists
+        let newFile = !state.exists
         var keptAs: FileName?
         var changedBehind = false
         if state.exists {
@@ -93,6 +94,10 @@ extension Save {
                 }
             }
         }
+        if !state.exists, state.landsOnAnotherFile, (try? Syscall.stat(at: directory, state.name)) != nil {
+            // A new file renamed by its owner over another: the commit replaces that one.
+            replacing = true
+        }
         // The version the rename is about to replace: the file as staged from, or the one
         // found changed behind the mount (then also kept beside it, as `keptAs`).
         let takeBackVersion = replacing && (!state.replacesOwnCommit || changedBehind)
@@ -108,6 +113,7 @@ extension Save {
             throw error
         }
         state.exists = true
+        state.landsOnAnotherFile = false
         state.replacesOwnCommit = true
         if !replacing {
             // The name is the node's again (a watch of the backing may have seen it deleted
@@ -121,6 +127,7 @@ extension Save {
             replaced = nodes.replaceBacking(of: node, with: try Syscall.reopen(state.current.raw, Linux.O_PATH), identity: identity)
         }
         var report = CommitReport(created: !replacing, path: nodes.path(of: node), size: Int64(status.st_size), replaced: replaced)
+        report.namedNewFile = newFile
         if let keptAs {
             let folder = state.directory
             report.conflict = ConflictCopy(directory: folder, name: keptAs, path: nodes.path(of: folder)?.appending(keptAs))

@@ -36,8 +36,9 @@ extension Save {
     }
 
     /// The owner renamed the file: the pending commit goes to the new name.
-    public func retarget(directory: Node, name: FileName) {
+    public func retarget(directory: Node, name: FileName, overAnotherFile: Bool = false) {
         state.withLock { state in
+            if !state.exists { state.landsOnAnotherFile = overAnotherFile }
             // A named temp lives beside its target: when the directory changes, it moves too.
             if state.directory !== directory, let staged = state.staged.take() {
                 _ = try? staged.move(from: state.directory.directory, to: directory.directory)

@@ -23,6 +23,9 @@ public struct CommitReport: Sendable {
     /// For an append committed in place: the size others saw until now. The kernel's pages
     /// from there on may hold what a reader was shown of the end then (zeros past it).
     public var appendedFrom: Int64? = nil
+    /// The first commit of a file created through the mount: its name is in the backing now
+    /// (`created`, unless its owner renamed it over another file, which it then replaced).
+    public var namedNewFile = false
 }
 
 /// Where a change of a save's contents lands, so that appends can skip the staged copy.
@@ -95,6 +98,10 @@ public final class Save: Sendable {
         /// or a truncation committed at the open): a commit that replaces it keeps no version,
         /// as it is the save's own earlier state, not what was there before.
         var replacesOwnCommit = false
+        /// A file created through the mount and not committed yet that its owner renamed onto a
+        /// name that named another file (the "write a temp, rename it into place, close" pattern):
+        /// its first commit replaces that file, as the rename would have on a plain disk.
+        var landsOnAnotherFile = false
         /// Set by a failed change (ENOSPC, EIO): the save will not commit, and the next flush says why.
         var failure: Errno?
         /// Set when the owner unlinked the file: nothing commits any more.

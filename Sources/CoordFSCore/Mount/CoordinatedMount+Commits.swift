@@ -30,7 +30,7 @@ extension CoordinatedMount {
             throw .ioError
         }
         Instruments.saveCommitted()
-        if report.created { activity.clearPendingName(of: save) }
+        if report.namedNewFile { activity.clearPendingName(of: save) }
         let node = save.node
         // With no page of the node in the kernel and no open reader that could fill one with
         // the replaced version, there is nothing to drop: readers of the new version may use
