@@ -119,9 +119,12 @@ import Testing
         try body(server, scratch, a, b)
     }
 
-    static func subscribe(_ client: LineClient, _ path: String = "/") throws {
+    /// Subscribes `client` to everything beneath `path`; returns the mount's last event number then.
+    @discardableResult
+    static func subscribe(_ client: LineClient, _ path: String = "/") throws -> Int {
         let reply = try client.request(#"{"id":1,"op":"subscribe","path":"\#(path)","recursive":true}"#)
-        guard reply.ok != nil else { throw LineClientError("subscribe failed: \(reply)") }
+        guard let ok = reply.ok else { throw LineClientError("subscribe failed: \(reply)") }
+        return ok["sequence"] as? Int ?? 0
     }
 
     /// Event pushes until none comes for `quiet`.
@@ -155,17 +158,17 @@ import Testing
         try Self.withTwoMounts { _, _, a, b in
             let onA = try a.connect(), onB = try b.connect()
             try Self.subscribe(onA)
-            try Self.subscribe(onB)
-            // `coordfs watch` on B, in text and in JSON, for the first two events.
+            let before = try Self.subscribe(onB)
+            // `coordfs watch` on B, in text and in JSON, for the first two events: from B's
+            // history (`--since`), so that a watcher still starting when they happen misses none.
             let watchers = try [[], ["--json"]].map { (options: [String]) -> (Process, Pipe) in
                 let watcher = Process(), output = Pipe()
                 watcher.executableURL = URL(fileURLWithPath: coordfsBinary)
-                watcher.arguments = ["watch", "-r", "--count", "2", "--timeout", "30"] + options + [b.mountpoint]
+                watcher.arguments = ["watch", "-r", "--count", "2", "--timeout", "30", "--since", "\(before)"] + options + [b.mountpoint]
                 watcher.standardOutput = output
                 try watcher.run()
                 return (watcher, output)
             }
-            usleep(1_000_000) // subscribed
             let root = a.mountpoint
             try FileManager.default.createDirectory(atPath: root + "/d", withIntermediateDirectories: false)
             try Self.write(root + "/d/f", "one")
