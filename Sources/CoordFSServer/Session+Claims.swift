@@ -88,7 +88,7 @@ extension Session {
         let waited = Self.format((now - ask.started).seconds)
         switch refusal {
         case .wouldBlock(let blockers):
-            fail(id, .conflict, "\(Self.describe(blockers, now: now)) (not waiting: nonblock)",
+            fail(id, .conflict, "\(Self.describe(blockers, now: now)) (asked not to wait)",
                  blockers: blockers.map { ClaimHolderRecord($0, now: now) })
         case .timedOut(let blockers):
             fail(id, .timeout, "\(Self.describe(blockers, now: now)) (gave up after \(waited) s)",
@@ -96,7 +96,7 @@ extension Session {
         case .hosts(.timedOut(let holders)):
             fail(id, .timeout, "held on other hosts: \(holders.joined(separator: "; ")) (gave up after \(waited) s)")
         case .hosts(.wouldBlock):
-            fail(id, .conflict, "held on another host (not waiting: nonblock)")
+            fail(id, .conflict, "held on another host (asked not to wait)")
         case .hosts(.cutOff(let reason)):
             fail(id, .cutOff, "this host cannot reach the cluster's database: \(reason)")
         case .cancelled:

@@ -67,7 +67,7 @@ private let notUTF8 = path(Array("/d/bad".utf8) + [0xff, 0xfe] + Array("name".ut
     }
 
     @Test func errorsAndPushesAreTold() throws {
-        let conflict = #"{"id":6,"error":{"code":"conflict","message":"/counter is held (exclusive) by session 1 (pid 26201) for 0.0 s (not waiting: nonblock)","blockers":[{"path":"/counter","mode":"exclusive","owner":{"kind":"client","pid":26201,"session":1},"held":0.001030392}]}}"#
+        let conflict = #"{"id":6,"error":{"code":"conflict","message":"/counter is held (exclusive) by session 1 (pid 26201) for 0.0 s (asked not to wait)","blockers":[{"path":"/counter","mode":"exclusive","owner":{"kind":"client","pid":26201,"session":1},"held":0.001030392}]}}"#
         guard case .error(let id, let detail)? = ShortExchange.message(Array(conflict.utf8)) else {
             Issue.record("not read as an error")
             return
