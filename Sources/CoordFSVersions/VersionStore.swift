@@ -236,7 +236,7 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
     private func record(path: MountPath, status: stat, kind: VersionKind, origin: VersionOrigin, deletingFile: Bool = false) -> (id: Int64, file: Int64)? {
         let version = VersionIndex.NewVersion(
             path: path, size: Int64(status.st_size),
-            modified: Int64(status.st_mtim.tv_sec) * 1_000_000_000 + Int64(status.st_mtim.tv_nsec),
+            modified: Self.nanoseconds(status.st_mtim),
             kept: clock(), kind: kind, origin: origin, mode: UInt32(status.st_mode))
         do {
             return try index.record(version, deletingFile: deletingFile)
@@ -463,7 +463,7 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
             found.insert(id)
             if !recorded.contains(id), let status = try? Syscall.stat(at: objects.raw, name) {
                 try index.recordFound(id: id, size: Int64(status.st_size),
-                                      modified: Int64(status.st_mtim.tv_sec) * 1_000_000_000 + Int64(status.st_mtim.tv_nsec),
+                                      modified: Self.nanoseconds(status.st_mtim),
                                       mode: UInt32(status.st_mode))
                 logger.notice("versions: a version without a record was found and recorded as a version of the mount's root", metadata: ["id": "\(id)"])
             }
@@ -481,6 +481,15 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
 
     static func objectName(_ id: Int64) -> FileName {
         FileName(String(id).utf8)!
+    }
+
+    /// A file time in nanoseconds since the epoch, held at the ends of Int64 (about the years
+    /// 1678 and 2262): a file's times may be anything `touch -d` or `utime` set, far beyond.
+    static func nanoseconds(_ time: timespec) -> Int64 {
+        let (seconds, overflow) = Int64(time.tv_sec).multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return time.tv_sec < 0 ? .min : .max }
+        let (total, past) = seconds.addingReportingOverflow(Int64(time.tv_nsec))
+        return past ? .max : total
     }
 
     /// The real clock: nanoseconds since the epoch.

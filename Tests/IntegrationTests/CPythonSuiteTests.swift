@@ -18,13 +18,17 @@ import Testing
     static let python = "/usr/bin/python3.11"
     static let regrtest = "/usr/lib/python3.11/test/libregrtest"
 
-    @Test func fileSystemTestsPassAsOnAPlainDirectory() throws {
+    /// Also with `--versions`, whose capture paths (links into the store before commits, deletes
+    /// as renames into it, clones and copies before in-place changes) every save, delete and
+    /// rename of the suite goes through.
+    @Test(arguments: [[], ["--versions", "--versions-copy-up-to", "1"]])
+    func fileSystemTestsPassAsOnAPlainDirectory(options: [String]) throws {
         try #require(FileManager.default.fileExists(atPath: Self.python) && FileManager.default.fileExists(atPath: Self.regrtest),
                      "CPython's tests are missing: apt-get install python3.11 libpython3.11-testsuite (Scripts/test does)")
-        try withMount { scratch in
+        try withMount(options) { scratch in
             let result = try run(["/usr/bin/python3", pythonScript("CPythonSuiteTests/fileSystemTestsPassAsOnAPlainDirectory"),
                                   "--python", Self.python, scratch.mountpoint, scratch.plain], in: scratch.root)
-            print("CPythonSuiteTests:\n" + result.output)
+            print("CPythonSuiteTests \(options.joined(separator: " ")):\n" + result.output)
             #expect(result.status == 0, "\(result)")
         }
     }

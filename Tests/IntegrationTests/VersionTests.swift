@@ -444,6 +444,21 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.mountpoint) == ["target"])
     }
 
+    /// Files whose times lie past what nanoseconds since 1970 hold in 64 bits (CPython's tests
+    /// set such times): their versions are kept, with the times held at the ends of the range,
+    /// and the daemon lives on (it trapped on the overflow before).
+    @Test func filesWithFarTimesKeepVersions() throws {
+        let scratch = try Scratch()
+        try scratch.mount(["--versions"])
+        defer { scratch.unmount() }
+        let changed = try shell("echo a > f && touch -d @99999999999 f && echo b > f && touch -d @-99999999999 f && rm f",
+                                in: scratch.mountpoint)
+        #expect(changed.status == 0, "\(changed)")
+        let listed = try Self.list("f", in: scratch.mountpoint)
+        #expect(listed.deleted && listed.versions.count == 2, "\(listed)")
+        #expect(try shell("echo alive > g && cat g", in: scratch.mountpoint).output == "alive\n")
+    }
+
     /// A file deleted while open is gone as on a plain disk: its open descriptor shows no
     /// link left, though the store keeps it.
     @Test func aFileDeletedWhileOpenShowsNoLinkLeft() throws {
