@@ -544,19 +544,16 @@ struct LivePaths {
         return found
     }
 
-    /// `removed`'s paths go, and each comes back with `source`'s part of it replaced by `destination`.
-    private mutating func carry(_ removed: [MountPath], from source: MountPath, to destination: MountPath) {
-        for path in removed { remove(path) }
-        for path in removed {
-            insert(MountPath(components: destination.components + path.components.dropFirst(source.components.count)))
-        }
+    /// `path`, at or beneath `source`, with `source`'s part of it replaced by `destination`.
+    private static func path(_ path: MountPath, movedFrom source: MountPath, to destination: MountPath) -> MountPath {
+        MountPath(components: destination.components + path.components.dropFirst(source.components.count))
     }
 
     /// A rename of `source` to `destination`. (A live file it replaces stays a live path either
     /// way: the index gives the path to the moving file's versions, or to the replaced file's
     /// when the moving one has none.)
     mutating func moved(from source: MountPath, to destination: MountPath) {
-        carry(all(within: source), from: source, to: destination)
+        exchanged(source, destination, oneWay: true)
     }
 
     /// `path` and everything beneath it were deleted.
@@ -564,12 +561,13 @@ struct LivePaths {
         for gone in all(within: path) { remove(gone) }
     }
 
-    /// `first` and `second` exchanged places, each with what is beneath it.
-    mutating func exchanged(_ first: MountPath, _ second: MountPath) {
-        let (fromFirst, fromSecond) = (all(within: first), all(within: second))
+    /// `first` and `second` exchanged places, each with what is beneath it (`oneWay`: only
+    /// `first` moved, to `second`).
+    mutating func exchanged(_ first: MountPath, _ second: MountPath, oneWay: Bool = false) {
+        let (fromFirst, fromSecond) = (all(within: first), oneWay ? [] : all(within: second))
         for path in fromFirst + fromSecond { remove(path) }
-        for path in fromFirst { insert(MountPath(components: second.components + path.components.dropFirst(first.components.count))) }
-        for path in fromSecond { insert(MountPath(components: first.components + path.components.dropFirst(second.components.count))) }
+        for path in fromFirst { insert(Self.path(path, movedFrom: first, to: second)) }
+        for path in fromSecond { insert(Self.path(path, movedFrom: second, to: first)) }
     }
 
     /// Whether `path` is a live path or a directory above one.
