@@ -155,7 +155,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CoordFSVersionsTests",
-            dependencies: ["CoordFSVersions", "CoordFSCore", logging],
+            dependencies: ["CoordFSVersions", "CoordFSCluster", "CoordFSCore", "CoordFSTestSupport", logging],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,19 +1,18 @@
 import CoordFSCore
 import Synchronization
 
-/// The store's index: which file each kept version belongs to, and what is known of it.
-/// SQLite in write-ahead-log mode with `synchronous = NORMAL`: a record costs a write to the log
+/// The store's index of one mount (`VersionIndexing` says what it records), in SQLite
+/// beside the store, in write-ahead-log mode with `synchronous = NORMAL`: a record costs a write to the log
 /// and no fsync, and a crash of the daemon loses no committed record (a power cut may lose the
 /// last ones; `VersionStore.reconcile` then finds their versions without a record and records
 /// them again).
 ///
-/// Two tables. `files`: one row per file that has versions, with its path in the mount now
-/// (or where it was deleted); a file keeps its row through saves (which replace its inode) and
-/// renames, so its versions follow it. `versions`: one row per kept version, named in the
-/// store's `objects` folder by its id. Paths are blobs of their exact bytes.
+/// Two tables, `files` and `versions`; paths are blobs of their exact bytes.
 ///
 /// Sendable: the one connection is used under `database`'s lock, by one thread at a time.
-final class VersionIndex: Sendable {
+final class VersionIndex: VersionIndexing {
+    var isShared: Bool { false }
+
     private let database: Mutex<SQLiteDatabase>
 
     init(path: String) throws(SQLiteError) {
@@ -51,21 +50,10 @@ final class VersionIndex: Sendable {
         database = Mutex(connection)
     }
 
-    /// What a new version's record holds besides its file.
-    struct NewVersion {
-        let path: MountPath
-        let size: Int64
-        let modified: Int64
-        let kept: Int64
-        let kind: VersionKind
-        let origin: VersionOrigin
-        let mode: UInt32
-    }
-
     /// Records a version of the file now at `version.path` (giving that file a row if it has
     /// none yet) and returns its id and the file's. With `deletingFile`, the file's row is marked deleted in
     /// the same transaction: its versions stay under the path it had.
-    func record(_ version: NewVersion, deletingFile: Bool = false) throws(SQLiteError) -> (id: Int64, file: Int64) {
+    func record(_ version: NewVersionRecord, deletingFile: Bool) throws(SQLiteError) -> (id: Int64, file: Int64) {
         try database.withLock { (db) throws(SQLiteError) -> (id: Int64, file: Int64) in
             try db.transaction { () throws(SQLiteError) -> (id: Int64, file: Int64) in
                 let path = SQLiteValue.blob(version.path.bytes)
@@ -91,7 +79,7 @@ final class VersionIndex: Sendable {
 
     /// Removes a version's record (a version that could not be linked, or taken back), and
     /// undoes the deletion of its file that `record(deletingFile:)` marked.
-    func forget(_ id: Int64, undeleting: Bool = false) throws(SQLiteError) {
+    func forget(_ id: Int64, undeleting: Bool) throws(SQLiteError) {
         try database.withLock { (db) throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in
                 if undeleting {
@@ -194,12 +182,17 @@ final class VersionIndex: Sendable {
     }
 
     /// Removes the records of `ids`, and the rows of deleted files left without versions.
-    func remove(_ ids: [Int64]) throws(SQLiteError) {
-        guard !ids.isEmpty else { return }
-        try database.withLock { (db) throws(SQLiteError) in
-            try db.transaction { () throws(SQLiteError) in
-                for id in ids { try db.rows("DELETE FROM versions WHERE id = ?", [.integer(id)]) }
+    func remove(_ ids: [Int64]) throws(SQLiteError) -> [Int64] {
+        guard !ids.isEmpty else { return [] }
+        return try database.withLock { (db) throws(SQLiteError) -> [Int64] in
+            try db.transaction { () throws(SQLiteError) -> [Int64] in
+                var removed: [Int64] = []
+                for id in ids {
+                    try db.rows("DELETE FROM versions WHERE id = ?", [.integer(id)])
+                    if try db.value("SELECT changes()")?.integer == 1 { removed.append(id) }
+                }
                 try db.rows("DELETE FROM files WHERE deleted = 1 AND NOT EXISTS (SELECT 1 FROM versions WHERE versions.file = files.id)")
+                return removed
             }
         }
     }
@@ -265,9 +258,12 @@ final class VersionIndex: Sendable {
         }
     }
 
-    /// Every version's id.
-    func allVersionIDs() throws(SQLiteError) -> Set<Int64> {
-        try database.withLock { (db) throws(SQLiteError) in Set(try db.rows("SELECT id FROM versions").compactMap { $0[0].integer }) }
+    func allVersionIDs() throws(SQLiteError) -> [Int64: Int64] {
+        try database.withLock { (db) throws(SQLiteError) in
+            var kept: [Int64: Int64] = [:]
+            for row in try db.rows("SELECT id, kept FROM versions") { if let id = row[0].integer { kept[id] = row[1].integer ?? 0 } }
+            return kept
+        }
     }
 
     /// Records a version found in the store with no record (see `VersionStore.reconcile`)

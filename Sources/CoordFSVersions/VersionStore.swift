@@ -9,7 +9,8 @@ import Synchronization
 /// The version store: a hidden folder at the backing's root (`.coordfs-versions`, never shown
 /// through the mount nor reported by its watch) that holds every version kept as a hard link
 /// in `objects/`, named by its id, and the index that says whose version each is
-/// (`index.sqlite`). Keeping a version costs a link (or, for a delete, the rename that
+/// (`index.sqlite`, or the cluster's database for the hosts of a cluster, which share the
+/// folder). Keeping a version costs a link (or, for a delete, the rename that
 /// replaces the unlink) and one record: never a copy.
 ///
 /// A version's record is written before its link, so a crash in between leaves a record
@@ -18,13 +19,15 @@ import Synchronization
 /// records) is recorded again as a version of the mount's root.
 ///
 /// Sendable: the descriptors are constants, the index guards itself, `live` is under its lock.
+/// With a shared index (a cluster's), other hosts change the index too: `live` is not
+/// trusted to skip renames, and a recent record without its version is not dropped.
 public final class VersionStore: VersionKeeping, VersionCatalog {
     /// The store's folder in the backing root, reserved there (`StagingName.isReserved`).
     public static let folderName = StagingName.versionsFolder
 
     private let folder: OwnedDescriptor
     private let objects: OwnedDescriptor
-    private let index: VersionIndex
+    private let index: any VersionIndexing
     private let logger: Logger
     /// The paths of live files with versions, and how many of them lie beneath each directory:
     /// a rename through the mount touches the index only when it moves one of them.
@@ -53,16 +56,16 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
     private let upkeep = DispatchQueue(label: "coordfs versions upkeep")
 
     /// Opens (making it if need be) the store in the backing directory `backing`, and
-    /// reconciles it with its index.
+    /// reconciles it with its index: `sharedIndex`, or else its own in SQLite.
     /// `retention`: how long versions are kept and how much room they may take; `clock`:
     /// nanoseconds since the epoch (tests inject theirs); `sweepEvery`: how often every file's
     /// versions are thinned and the store's share of the disk enforced (nil: only on request).
-    public init(backing: String, retention: VersionRetention = VersionRetention(), clock: @escaping @Sendable () -> Int64 = VersionStore.now,
+    public init(backing: String, sharedIndex: (any VersionIndexing)? = nil, retention: VersionRetention = VersionRetention(), clock: @escaping @Sendable () -> Int64 = VersionStore.now,
                 sweepEvery: Duration? = .seconds(600), logger: Logger) throws {
         let root = try Syscall.openAt(AT_FDCWD, backing, Linux.O_PATH | O_DIRECTORY)
         folder = try Self.openFolder(Self.folderName, in: root.raw)
         objects = try Self.openFolder(FileName("objects".utf8)!, in: folder.raw)
-        index = try VersionIndex(path: (backing.hasSuffix("/") ? backing : backing + "/") + Self.folderName.description + "/index.sqlite")
+        index = try sharedIndex ?? VersionIndex(path: (backing.hasSuffix("/") ? backing : backing + "/") + Self.folderName.description + "/index.sqlite")
         self.logger = logger
         self.retention = retention
         self.clock = clock
@@ -82,7 +85,7 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
             try name.withCString { (source) throws(Errno) in try Syscall.link(directory, source, to: store, Self.objectName(id), flags: 0) }
         } catch {
             notKept(path, error)
-            try? index.forget(id)
+            try? index.forget(id, undeleting: false)
             return nil
         }
         live.withLock { $0.insert(path) }
@@ -122,7 +125,7 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
             try Syscall.link(descriptor: copy.raw, to: objects.raw, Self.objectName(id))
         } catch {
             notKept(path, error)
-            try? index.forget(id)
+            try? index.forget(id, undeleting: false)
             return false
         }
         live.withLock { $0.insert(path) }
@@ -165,7 +168,7 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
     public func takeBack(_ kept: KeptVersion) {
         let told = try? index.describe([kept.id]).first
         _ = try? Syscall.unlink(at: objects.raw, Self.objectName(kept.id), flags: 0)
-        try? index.forget(kept.id)
+        try? index.forget(kept.id, undeleting: false)
         if let told { tell(.versionRemoved, told.path, kept.id, told.size, nil) }
     }
 
@@ -198,18 +201,18 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
     }
 
     public func moved(from source: MountPath, to destination: MountPath) {
-        guard live.withLock({ $0.touches(source) || $0.contains(destination) }) else { return }
+        guard index.isShared || live.withLock({ $0.touches(source) || $0.contains(destination) }) else { return }
         followRename(source, destination, index: { try index.moved(from: source, to: destination) },
                      live: { $0.moved(from: source, to: destination) })
     }
 
     public func deletedBehind(_ path: MountPath) {
-        guard live.withLock({ $0.touches(path) }) else { return }
+        guard index.isShared || live.withLock({ $0.touches(path) }) else { return }
         followRename(path, path, index: { try index.deleted(path) }, live: { $0.removeAll(within: path) })
     }
 
     public func exchanged(_ first: MountPath, _ second: MountPath) {
-        guard live.withLock({ $0.touches(first) || $0.touches(second) }) else { return }
+        guard index.isShared || live.withLock({ $0.touches(first) || $0.touches(second) }) else { return }
         followRename(first, second, index: { try index.exchanged(first, second) }, live: { $0.exchanged(first, second) })
     }
 
@@ -234,7 +237,7 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
     /// Records a version of the file at `path` with the attributes in `status`; nil (logged)
     /// when the index refuses.
     private func record(path: MountPath, status: stat, kind: VersionKind, origin: VersionOrigin, deletingFile: Bool = false) -> (id: Int64, file: Int64)? {
-        let version = VersionIndex.NewVersion(
+        let version = NewVersionRecord(
             path: path, size: Int64(status.st_size),
             modified: Self.nanoseconds(status.st_mtim),
             kept: clock(), kind: kind, origin: origin, mode: UInt32(status.st_mode))
@@ -344,13 +347,15 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
         guard !ids.isEmpty else { return }
         let told = (try? index.describe(ids)) ?? []
         for id in ids { _ = try? Syscall.unlink(at: objects.raw, Self.objectName(id), flags: 0) }
+        let removed: Set<Int64>
         do {
-            try index.remove(ids)
+            removed = Set(try index.remove(ids))
         } catch {
             logger.error("versions: expired versions could not be removed from the index", metadata: ["error": "\(error)"])
             return
         }
-        for version in told { tell(.versionRemoved, version.path, version.id, version.size, origin) }
+        // Another host of a cluster may have removed some first, and told of them.
+        for version in told where removed.contains(version.id) { tell(.versionRemoved, version.path, version.id, version.size, origin) }
     }
 
     private func scheduleSweep(after delay: Duration, every period: Duration) {
@@ -455,20 +460,23 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
 
     /// Makes store and index agree after a crash: a record whose version is missing goes (its
     /// link never happened, so nothing was replaced); a version without a record is recorded.
+    /// In a shared index, only records over a minute old: another host may be between the
+    /// record and the link of a version right now.
     func reconcile() throws {
         let recorded = try index.allVersionIDs()
+        let settled = clock() - (index.isShared ? 60 * 1_000_000_000 : 0)
         var found = Set<Int64>()
         for name in try Syscall.directoryNames(objects.raw) {
             guard let text = name.string, let id = Int64(text), id > 0 else { continue }
             found.insert(id)
-            if !recorded.contains(id), let status = try? Syscall.stat(at: objects.raw, name) {
+            if recorded[id] == nil, let status = try? Syscall.stat(at: objects.raw, name) {
                 try index.recordFound(id: id, size: Int64(status.st_size),
                                       modified: Self.nanoseconds(status.st_mtim),
                                       mode: UInt32(status.st_mode))
                 logger.notice("versions: a version without a record was found and recorded as a version of the mount's root", metadata: ["id": "\(id)"])
             }
         }
-        for id in recorded.subtracting(found) { try index.forget(id) }
+        for (id, kept) in recorded where !found.contains(id) && kept <= settled { try index.forget(id, undeleting: false) }
     }
 
     /// Opens the folder `name` in `directory`, made first (readable by the daemon's user only) if missing.

@@ -185,10 +185,7 @@ struct Mount: ParsableCommand {
         guard versionsSpaceShare > 0, versionsSpaceShare <= 100 else { throw ValidationError("--versions-space-share must be a percentage above 0, at most 100") }
         guard versionsMinFree >= 0 else { throw ValidationError("--versions-min-free cannot be negative") }
         guard versionsCopyUpTo >= 0, versionsCopyUpTo <= Int64.max >> 20 else { throw ValidationError("--versions-copy-up-to must be 0 (no copies) or more MiB") }
-        // Each host would keep its own index of one shared store (SQLite over a shared folder):
-        // versions of a cluster need the index in its database, which is not built yet.
         if noConflictCopies && !versions { throw ValidationError("--no-conflict-copies needs --versions: without it the copy is the only record of the other version") }
-        if versions && clusterChoice.isChosen { throw ValidationError("--versions cannot be used with --cluster yet (Docs/VERSIONS.md)") }
     }
 
     /// What the `--versions-…` options say.
@@ -316,7 +313,8 @@ struct Mount: ParsableCommand {
                 ClusterEventLink(publish: { events.publish($0) }, isPeerDaemon: { events.isPeerDaemon(pid: $0) })
             }
             session = try MountSession(backing: paths.backing, mountpoint: paths.mountpoint, options: options, cluster: link,
-                                       inbox: inbox, versions: try openVersionStore(backing: paths.backing, logger: logger), logger: logger)
+                                       inbox: inbox, versions: try openVersionStore(backing: paths.backing, cluster: cluster, logger: logger),
+                                       logger: logger)
             // Listening before the mount appears: a client that finds the mount finds the socket.
             server = try startControlServer(socketPath, session.fileSystem.mount, cluster: cluster, logger: logger)
         } catch {
@@ -378,8 +376,7 @@ struct Mount: ParsableCommand {
                                        currentHost: { [cluster] in cluster.host },
                                        apply: { batch in inbox.applyRemote(batch) })
         } catch {
-            let message = error.description.split(whereSeparator: \.isNewline).map { $0.trimmingPrefix(while: \.isWhitespace) }.joined(separator: " ")
-            throw ClusterChoiceError("cannot follow the cluster's events: \(message)")
+            throw ClusterChoiceError("cannot follow the cluster's events: \(error.oneLine)")
         }
         return events
     }
@@ -395,9 +392,7 @@ struct Mount: ParsableCommand {
             ])
             return session
         } catch {
-            // libpq's messages run over lines (a hint on the next): one line here.
-            let message = error.description.split(whereSeparator: \.isNewline).map { $0.trimmingPrefix(while: \.isWhitespace) }.joined(separator: " ")
-            throw ClusterChoiceError("cannot join the cluster \"\(configuration.name)\": \(message)")
+            throw ClusterChoiceError("cannot join the cluster \"\(configuration.name)\": \(error.oneLine)")
         }
     }
 
@@ -415,17 +410,26 @@ struct Mount: ParsableCommand {
         return try MetricsEndpoint.start(address, registry: registry, update: { scraped.update() }, logger: logger)
     }
 
-    /// Serves the mount's events, presenters and claims on its control socket.
     /// The version store of `--versions`, nil without it (or on a read-only mount, which keeps none).
-    private func openVersionStore(backing: String, logger: Logger) throws(MountFailure) -> VersionStore? {
+    /// The hosts of a cluster share the store's folder, and its index in the cluster's database.
+    private func openVersionStore(backing: String, cluster: ClusterSession?, logger: Logger) throws(MountFailure) -> VersionStore? {
         guard versions, !readOnly else { return nil }
+        var sharedIndex: ClusterVersionIndex?
         do {
-            return try VersionStore(backing: backing, retention: versionRetention, logger: logger)
+            if let cluster, let configuration = try? clusterChoice.configuration() {
+                sharedIndex = try ClusterVersionIndex(configuration: configuration, hostname: cluster.host.hostname)
+            }
+        } catch {
+            throw MountFailure("cannot open the cluster's version index: \(error.oneLine)")
+        }
+        do {
+            return try VersionStore(backing: backing, sharedIndex: sharedIndex, retention: versionRetention, logger: logger)
         } catch {
             throw MountFailure("cannot open the version store in \(backing)/\(VersionStore.folderName): \(error)")
         }
     }
 
+    /// Serves the mount's events, presenters and claims on its control socket.
     private func startControlServer(_ socketPath: String, _ mount: CoordinatedMount, cluster: ClusterSession?,
                                     logger: Logger) throws(ControlSocketError) -> ControlServer {
         var serverOptions = ControlServer.Options()

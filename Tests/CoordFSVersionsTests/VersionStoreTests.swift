@@ -2,8 +2,11 @@ import CoordFSCore
 import Glibc
 import Logging
 import Synchronization
+import SystemPackage
 import Testing
 @testable import CoordFSVersions
+import CoordFSCluster
+import CoordFSTestSupport
 
 /// The store on a scratch backing, with its clock injected: a day of saves lived in seconds,
 /// the space share and the free-space floor.
@@ -38,10 +41,17 @@ import Testing
 
     /// The live paths the store keeps in memory follow each rename exactly as the index does
     /// (files and directories moved, over files with and without versions, deleted behind the
-    /// mount, exchanged), over 2,000 random steps: the store applies both and reads neither back.
-    @Test func livePathsFollowRenamesAsTheIndexDoes() throws {
+    /// mount, exchanged), over 2,000 random steps: the store applies both and reads neither
+    /// back. The cluster's index in PostgreSQL takes the same steps and must agree with both,
+    /// down to each live file's versions.
+    @Test func livePathsFollowRenamesAsBothIndexesDo() throws {
         let backing = try Backing()
-        let index = try VersionIndex(path: backing.path + "/index.sqlite")
+        let server = try PostgresServer()
+        defer { try? server.stop() }
+        let indexes: [any VersionIndexing] = [
+            try VersionIndex(path: backing.path + "/index.sqlite"),
+            try ClusterVersionIndex(configuration: ClusterConfiguration(conninfo: server.conninfo(), name: "walk"), hostname: "here"),
+        ]
         var live = LivePaths()
         // Names that sort around the slash and its successor, so that prefix bounds are tried.
         let names = ["a", "a0", "a.b", "b", "ab", "c\u{00FF}"]
@@ -58,24 +68,75 @@ import Testing
                 // A version of a file (one that is not above a live path: a file has nothing beneath).
                 guard !live.all.contains(where: { $0 != first && $0.isWithin(first) }),
                       !live.all.contains(where: { first != $0 && first.isWithin($0) }) else { continue }
-                _ = try index.record(.init(path: first, size: 1, modified: 0, kept: Int64(step), kind: .save, origin: origin, mode: 0o100644))
+                let version = NewVersionRecord(path: first, size: Int64(step), modified: 0, kept: Int64(step), kind: .save, origin: origin,
+                                               mode: 0o100644)
+                for index in indexes { _ = try index.record(version, deletingFile: false) }
                 live.insert(first)
             case 4..<7:
                 // No move into its own subtree, as rename(2) refuses.
                 guard !second.isWithin(first), !first.isWithin(second) else { continue }
-                try index.moved(from: first, to: second)
+                for index in indexes { try index.moved(from: first, to: second) }
                 live.moved(from: first, to: second)
             case 7:
-                try index.deleted(first)
+                for index in indexes { try index.deleted(first) }
                 live.removeAll(within: first)
             default:
                 guard !second.isWithin(first), !first.isWithin(second) else { continue }
-                try index.exchanged(first, second)
+                for index in indexes { try index.exchanged(first, second) }
                 live.exchanged(first, second)
             }
-            let indexed = Set(try index.livePaths())
-            try #require(live.all == indexed, "step \(step): memory \(live.all.sorted()) index \(indexed.sorted())")
+            for index in indexes {
+                let indexed = Set(try index.livePaths())
+                try #require(live.all == indexed, "step \(step), \(type(of: index)): memory \(live.all.sorted()) index \(indexed.sorted())")
+            }
         }
+        // Each live file has the same versions in both (told apart by their sizes, the step that kept each).
+        for path in live.all {
+            let sizes = try indexes.map { index in try index.file(at: path).map { try index.versions(of: $0.id).map(\.size) } }
+            #expect(sizes[0] == sizes[1], "\(path): \(sizes)")
+        }
+    }
+
+    /// Two stores on one backing with one index in PostgreSQL, as two hosts of a cluster have
+    /// them: what one keeps the other lists and reads, under the name the other gave it;
+    /// removed through one, it is gone for the other (told of once); a record without its version is a crash's leftover only once it is
+    /// a minute old (another host may be about to link it).
+    @Test func twoStoresShareOneClusterIndex() throws {
+        let backing = try Backing()
+        let server = try PostgresServer()
+        defer { try? server.stop() }
+        let configuration = ClusterConfiguration(conninfo: server.conninfo(), name: "shared")
+        let clock = TestClock()
+        func store(_ host: String) throws -> VersionStore {
+            try VersionStore(backing: backing.path, sharedIndex: try ClusterVersionIndex(configuration: configuration, hostname: host),
+                             retention: VersionRetention(thinning: .all, minimumFreeBytes: 0), clock: clock.reading, sweepEvery: nil,
+                             logger: Logger(label: host))
+        }
+        let (first, second) = (try store("first"), try store("second"))
+        let removals = Mutex([Int64]())
+        for one in [first, second] {
+            one.observe { notice in if notice.kind == .versionRemoved { removals.withLock { $0.append(notice.version) } } }
+        }
+        let kept = try #require(first.keepReplaced(backing.file, in: backing.descriptor.raw, path: Self.path, kind: .save, origin: Self.origin))
+        let listed = try #require(try second.versions(of: Self.path))
+        #expect(listed.versions.map(\.id) == [kept.id])
+        #expect(try second.read(version: kept.id, of: Self.path, offset: 0, count: 10) == [UInt8](repeating: 7, count: 10))
+        // Renamed through the second: the first finds the versions under the new name.
+        second.moved(from: Self.path, to: MountPath("/g")!)
+        #expect(try first.versions(of: MountPath("/g")!)?.versions.map(\.id) == [kept.id])
+        #expect(try first.remove(versions: nil, of: MountPath("/g")!, by: Self.origin) == 1)
+        #expect(throws: Errno.noSuchFileOrDirectory) { try second.remove(versions: [kept.id], of: MountPath("/g")!, by: Self.origin) }
+        #expect(removals.withLock { $0 } == [kept.id])
+
+        // A record whose version is not linked (yet): kept by a store opening now, dropped by one opening a minute later.
+        let index = try ClusterVersionIndex(configuration: configuration, hostname: "third")
+        let pending = try index.record(NewVersionRecord(path: Self.path, size: 1, modified: 0, kept: clock.reading(), kind: .save,
+                                                        origin: Self.origin, mode: 0o100644), deletingFile: false)
+        _ = try store("third")
+        #expect(try index.allVersionIDs()[pending.id] != nil)
+        clock.advance(seconds: 61)
+        _ = try store("fourth")
+        #expect(try index.allVersionIDs()[pending.id] == nil)
     }
 
     @Test func aDayOfSavesEveryTenSecondsKeepsAboutOnePerStep() throws {

@@ -31,6 +31,11 @@ public struct DatabaseError: Error, CustomStringConvertible, Sendable {
     public var description: String {
         message.trimmingCharacters(in: " \n")
     }
+
+    /// The message on one line (libpq's run over lines, a hint on the next), for a user.
+    public var oneLine: String {
+        message.split(whereSeparator: \.isNewline).map { $0.drop(while: \.isWhitespace) }.joined(separator: " ")
+    }
 }
 
 extension String {
@@ -207,6 +212,28 @@ public final class DatabaseConnection {
         }
         let affected = Int(String(cString: cpq_cmd_tuples(result))) ?? 0
         return DatabaseRows(rows: rows, affected: affected)
+    }
+
+    /// Runs `body` between BEGIN and COMMIT; rolled back when it throws.
+    public func inTransaction<Result>(_ body: () throws(DatabaseError) -> Result) throws(DatabaseError) -> Result {
+        try execute("BEGIN")
+        do throws(DatabaseError) {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            if !error.connectionLost { _ = try? execute("ROLLBACK") }
+            throw error
+        }
+    }
+
+    /// Makes tables and functions that may exist already (`IF NOT EXISTS`, `OR REPLACE`), in
+    /// one transaction under the schema's lock, so two hosts starting at once do not race.
+    func install(_ statements: [String]) throws(DatabaseError) {
+        try inTransaction { () throws(DatabaseError) in
+            try execute("SELECT pg_advisory_xact_lock(hashtext('coordfs schema'))")
+            for statement in statements { try execute(statement) }
+        }
     }
 
     /// Reads what the server sent since the last call without waiting (call it when `socket`

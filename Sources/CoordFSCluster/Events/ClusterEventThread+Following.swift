@@ -11,7 +11,7 @@ extension ClusterEventThread {
         while true {
             let before = cursor
             let rows = try connection.execute("""
-                SELECT e.cursor, e.host_id, e.kind, e.path, e.destination, e.is_directory, e.size, e.pid, e.uid, e.process, h.hostname
+                SELECT e.cursor, e.host_id, e.kind, e.path, e.destination, e.is_directory, e.size, e.pid, e.uid, e.process, h.hostname, e.version
                 FROM coordfs_events e LEFT JOIN coordfs_hosts h ON h.cluster = e.cluster AND h.host_id = e.host_id
                 WHERE e.cluster = $1 AND e.cursor > $2 AND NOT e.host_id = ANY($3::bigint[])
                 ORDER BY e.cursor LIMIT \(ClusterEvents.readLimit)
@@ -62,6 +62,6 @@ extension ClusterEventThread {
         return .change(RemoteChange(cursor: rows.integer(index, 0) ?? 0, kind: kind, path: path,
                                     destination: rows.bytes(index, 4).flatMap { MountPath(bytes: $0) },
                                     isDirectory: rows.boolean(index, 5) ?? false, size: rows.integer(index, 6),
-                                    origin: origin))
+                                    origin: origin, version: rows.integer(index, 11)))
     }
 }

@@ -53,7 +53,7 @@ extension ClusterEventThread {
         guard let connection else { throw DatabaseError("not connected", connectionLost: true) }
         let host = me()
         var kinds: [String] = [], paths: [[UInt8]?] = [], destinations: [[UInt8]?] = [], directories: [Bool] = []
-        var sizes: [Int64?] = [], pids: [Int64?] = [], uids: [Int64?] = [], processes: [String] = []
+        var sizes: [Int64?] = [], pids: [Int64?] = [], uids: [Int64?] = [], processes: [String] = [], versions: [Int64?] = []
         for event in batch {
             kinds.append(event.kind.rawValue)
             paths.append(event.path.bytes)
@@ -63,6 +63,7 @@ extension ClusterEventThread {
             pids.append(Int64(event.origin.pid))
             uids.append(Int64(event.origin.uid))
             processes.append(event.origin.processName)
+            versions.append(event.version)
         }
         if resync {
             kinds.append("resync")
@@ -73,20 +74,23 @@ extension ClusterEventThread {
             pids.append(0)
             uids.append(0)
             processes.append(host.hostname)
+            versions.append(nil)
         }
         try connection.execute("""
             WITH locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($4::int, -1)),
             inserted AS (
-                INSERT INTO coordfs_events (cluster, host_id, kind, path, destination, is_directory, size, pid, uid, process)
-                SELECT $1, $2, v.kind, decode(v.path, 'hex'), decode(v.destination, 'hex'), v.is_directory, v.size, v.pid, v.uid, v.process
-                FROM locked, unnest($5::text[], $6::text[], $7::text[], $8::boolean[], $9::bigint[], $10::int[], $11::bigint[], $12::text[])
-                    WITH ORDINALITY AS v(kind, path, destination, is_directory, size, pid, uid, process, n)
+                INSERT INTO coordfs_events (cluster, host_id, kind, path, destination, is_directory, size, pid, uid, process, version)
+                SELECT $1, $2, v.kind, decode(v.path, 'hex'), decode(v.destination, 'hex'), v.is_directory, v.size, v.pid, v.uid, v.process,
+                       v.version
+                FROM locked, unnest($5::text[], $6::text[], $7::text[], $8::boolean[], $9::bigint[], $10::int[], $11::bigint[], $12::text[],
+                                    $13::bigint[])
+                    WITH ORDINALITY AS v(kind, path, destination, is_directory, size, pid, uid, process, version, n)
                 ORDER BY v.n
                 RETURNING cursor)
             SELECT pg_notify($3, 'events ' || max(cursor)) FROM inserted
             """, [name, .integer(host.id), .text(configuration.channel), lockKey,
                   .text(ArrayLiteral.texts(kinds)), .text(ArrayLiteral.hex(paths)), .text(ArrayLiteral.hex(destinations)),
                   .text(ArrayLiteral.booleans(directories)), .text(ArrayLiteral.integers(sizes)), .text(ArrayLiteral.integers(pids)),
-                  .text(ArrayLiteral.integers(uids)), .text(ArrayLiteral.texts(processes))])
+                  .text(ArrayLiteral.integers(uids)), .text(ArrayLiteral.texts(processes)), .text(ArrayLiteral.integers(versions))])
     }
 }

@@ -19,18 +19,6 @@
 /// - `ahead`: host `o_host` queued a conflicting request earlier;
 /// - `waiting`: another host's queued request (the recall list), in ticket order.
 enum GrantFunctions {
-    static func install(on connection: DatabaseConnection) throws(DatabaseError) {
-        try connection.execute("BEGIN")
-        do throws(DatabaseError) {
-            try connection.execute("SELECT pg_advisory_xact_lock(hashtext('coordfs schema'))")
-            for statement in statements { try connection.execute(statement) }
-            try connection.execute("COMMIT")
-        } catch {
-            _ = try? connection.execute("ROLLBACK")
-            throw error
-        }
-    }
-
     private static let rowShape = "TABLE (o_kind text, o_host bigint, o_path bytea, o_mode smallint, o_ticket bigint, o_label text)"
 
     /// Other hosts' queued requests, as `waiting` rows.
@@ -39,16 +27,18 @@ enum GrantFunctions {
             FROM coordfs_requests q WHERE q.cluster = p_cluster AND q.host_id <> p_host ORDER BY q.ticket;
         """
 
-    static let statements: [String] = [
-        // `p` is `a` or lies beneath it. The root ("/") holds everything; elsewhere a prefix
-        // must end at a component boundary ("/ab" is not beneath "/a").
-        """
+    /// `p` is `a` or lies beneath it. The root ("/") holds everything; elsewhere a prefix
+    /// must end at a component boundary ("/ab" is not beneath "/a"). The version index uses it too.
+    static let within = """
         CREATE OR REPLACE FUNCTION coordfs_within(p bytea, a bytea) RETURNS boolean
         LANGUAGE sql IMMUTABLE AS $$
             SELECT a = '/'::bytea OR p = a
                 OR (length(p) > length(a) AND substring(p FROM 1 FOR length(a) + 1) = a || '/'::bytea)
         $$
-        """,
+        """
+
+    static let statements: [String] = [
+        within,
         """
         CREATE OR REPLACE FUNCTION coordfs_overlap(p bytea, q bytea) RETURNS boolean
         LANGUAGE sql IMMUTABLE AS $$ SELECT coordfs_within(p, q) OR coordfs_within(q, p) $$

@@ -94,6 +94,10 @@ public enum ClusterSchema {
             PRIMARY KEY (cluster, cursor)
         )
         """,
+        // For events about versions, the version's id (the hosts share the version store).
+        """
+        ALTER TABLE coordfs_events ADD COLUMN IF NOT EXISTS version bigint
+        """,
         """
         CREATE TABLE IF NOT EXISTS coordfs_event_horizon (
             cluster text PRIMARY KEY,

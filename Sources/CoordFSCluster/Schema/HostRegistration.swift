@@ -17,17 +17,12 @@ public enum HostRegistration {
     /// came back): the other hosts do not take those for dead.
     public static func register(on connection: DatabaseConnection, configuration: ClusterConfiguration,
                                 mountpoint: [UInt8], succeeding: [Int64] = []) throws(DatabaseError) -> ClusterHost {
-        try connection.execute("BEGIN")
-        do throws(DatabaseError) {
+        try connection.inTransaction { () throws(DatabaseError) in
             for statement in ClusterSchema.statements { try connection.execute(statement) }
             let version = try connection.execute("SELECT max(version) FROM coordfs_schema").integer(0, 0) ?? 0
             guard version <= ClusterSchema.version else {
                 throw DatabaseError("the cluster's tables were made by a newer coordfs (schema \(version), this one knows \(ClusterSchema.version))")
             }
-            try connection.execute("COMMIT")
-        } catch {
-            _ = try? connection.execute("ROLLBACK")
-            throw error
         }
         let hostname = Self.hostname()
         let pid = getpid()

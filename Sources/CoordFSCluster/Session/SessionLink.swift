@@ -18,7 +18,7 @@ final class SessionLink {
         let connection = try DatabaseConnection(conninfo: configuration.conninfo, parameters: configuration.connectionParameters)
         host = try HostRegistration.register(on: connection, configuration: configuration, mountpoint: mountpoint,
                                              succeeding: succeeding)
-        try GrantFunctions.install(on: connection)
+        try connection.install(GrantFunctions.statements)
         fence = try connection.execute("SELECT nextval('coordfs_fences')").integer(0, 0) ?? 0
         try connection.execute("LISTEN \(configuration.channel)")
         self.connection = connection

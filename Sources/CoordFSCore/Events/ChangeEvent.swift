@@ -23,9 +23,6 @@ public enum ChangeKind: String, Sendable, Hashable, CaseIterable, CustomStringCo
     /// A conflict version of the file was marked resolved (`version`).
     case conflictResolved = "conflict-resolved"
 
-    /// The version store's kinds: told on this host only (each host keeps its own store).
-    public var isAboutVersions: Bool { self == .versionAdded || self == .versionRemoved || self == .conflictResolved }
-
     public var description: String { rawValue }
 }
 

@@ -11,9 +11,11 @@ public struct RemoteChange: Sendable, Hashable {
     public var isDirectory: Bool
     public var size: Int64?
     public var origin: EventOrigin
+    /// For events about versions: the version's id (the hosts share the store).
+    public var version: Int64?
 
     public init(cursor: Int64, kind: ChangeKind, path: MountPath, destination: MountPath?, isDirectory: Bool,
-                size: Int64?, origin: EventOrigin) {
+                size: Int64?, origin: EventOrigin, version: Int64? = nil) {
         self.cursor = cursor
         self.kind = kind
         self.path = path
@@ -21,6 +23,7 @@ public struct RemoteChange: Sendable, Hashable {
         self.isDirectory = isDirectory
         self.size = size
         self.origin = origin
+        self.version = version
     }
 }
 

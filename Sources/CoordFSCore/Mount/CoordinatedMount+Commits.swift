@@ -8,7 +8,8 @@ extension CoordinatedMount {
     /// the caller to drop (and with it the replaced file's descriptor) once it has replied.
     /// `held`: the claims of the handle the commit comes through; when other hosts no longer
     /// cover them, the commit is refused (fencing): the save's version is kept beside the
-    /// file, a `conflict` event says where, and the commit fails with EIO.
+    /// file (and as an unresolved conflict version, with a store), a `conflict` event says
+    /// where, and the commit fails with EIO.
     @discardableResult
     public func commit(_ save: Save, origin: ChangeOrigin, under held: HeldClaims?, onlyWithoutWriters: Bool = false,
                 thenInPlace: Bool = false) throws(Errno) -> CommitReport? {
@@ -16,13 +17,14 @@ extension CoordinatedMount {
             let target = save.target
             ownChanges.note(nodes.path(of: target.directory)?.appending(target.name))
         }
-        guard let report = try save.commit(durability: commitDurability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters, thenInPlace: thenInPlace,
+        guard var report = try save.commit(durability: commitDurability, nodes: nodes, onlyWithoutWriters: onlyWithoutWriters, thenInPlace: thenInPlace,
                                            willKeep: { [self] directory, name in ownChanges.note(nodes.path(of: directory)?.appending(name)) },
                                            keepVersion: { [self] directory, name, kind in keepVersion(directory, name, kind, origin: origin) },
                                            conflictCopy: { [self] name in makesConflictCopy(of: name) },
                                            stillCovered: { [authority] in held.map(authority.stillHolds) ?? true })
         else { return nil }
         if report.fencedOff {
+            keepRefusedSave(&report, origin: origin)
             publishKeptAside(report, origin: origin)
             logger.error("commit refused: this host lost its claim across hosts; the file is unchanged, the save kept beside it", metadata: [
                 "path": "\(report.path?.description ?? "?")", "kept as": "\(report.conflict?.path?.description ?? "?")",
@@ -57,6 +59,19 @@ extension CoordinatedMount {
     /// (`--no-conflict-copies`) or the file is itself a conflict copy (no copy of a copy).
     private func makesConflictCopy(of name: FileName) -> Bool {
         versions == nil || (options.conflictCopies && !ConflictName.isConflictCopy(name))
+    }
+
+    /// A commit refused across hosts kept its save beside the file: with a store, that copy
+    /// is kept as an unresolved conflict version of the file too, and stays beside it only
+    /// where conflict copies are wanted.
+    private func keepRefusedSave(_ report: inout CommitReport, origin: ChangeOrigin) {
+        guard let versions, let conflict = report.conflict, let path = report.path, let name = path.name,
+              versions.keepReplaced(conflict.name, in: conflict.directory.directory, path: path, kind: .conflict,
+                                    origin: versionOrigin(origin)) != nil,
+              !makesConflictCopy(of: name) else { return }
+        noteOwnChange(conflict.path)
+        _ = try? Syscall.unlink(at: conflict.directory.directory, conflict.name, flags: 0)
+        report.conflict = nil
     }
 
     /// Keeps the file a commit is about to replace in the version store, if the mount has one;

@@ -33,6 +33,8 @@ extension CoordinatedMount {
                 publish(.created, path: path, isDirectory: isDirectory, origin: origin,
                         size: isDirectory ? nil : status.map { Int64($0.st_size) })
             case .deleted(let path, let isDirectory):
+                // A peer's delete went through its mount, which told the shared version index.
+                if !fromPeer { versions?.deletedBehind(path) }
                 outsideDeleted(path)
                 publish(.deleted, path: path, isDirectory: isDirectory, origin: origin, size: nil)
             case .contentsChanged(let path):
@@ -46,6 +48,9 @@ extension CoordinatedMount {
                 if let node = nodes.node(at: path) { kernel.invalidateAttributes(of: node.id) }
                 publish(.attributes, path: path, isDirectory: isDirectory, origin: origin, size: nil)
             case .moved(let source, let destination, let isDirectory):
+                // The versions follow the file, as for a move through the mount (a peer's
+                // move went through its mount, which moved them in the shared index).
+                if !fromPeer { versions?.moved(from: source, to: destination) }
                 outsideMoved(from: source, to: destination)
                 publish(.moved, path: source, destination: destination, isDirectory: isDirectory, origin: origin,
                         size: isDirectory ? nil : backingStatus(of: destination).map { Int64($0.st_size) })
@@ -80,7 +85,6 @@ extension CoordinatedMount {
     /// The name is gone from the backing: the node known by it loses it, and the kernel is told
     /// of a deletion (an entry drop only, when the file keeps other links).
     func outsideDeleted(_ path: MountPath) {
-        versions?.deletedBehind(path)
         guard let name = path.name, let parentPath = path.parent, let directory = nodes.node(at: parentPath) else { return }
         // Reported late: the name is back, for the node that stands for it (an open of this
         // host's followed another host's commit to it, Operations+Open.swift).
@@ -106,8 +110,6 @@ extension CoordinatedMount {
     /// that have the moved item (or anything under a moved directory) open keep using it: the
     /// nodes hold descriptors, not paths.
     func outsideMoved(from source: MountPath, to destination: MountPath) {
-        // The versions follow the file, as for a move through the mount.
-        versions?.moved(from: source, to: destination)
         guard let sourceName = source.name, let destinationName = destination.name,
               let sourceParent = source.parent, let destinationParent = destination.parent else { return }
         let sourceDirectory = nodes.node(at: sourceParent)

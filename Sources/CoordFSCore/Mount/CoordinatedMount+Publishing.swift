@@ -38,13 +38,13 @@ extension CoordinatedMount {
     /// `publish` with the origin in full: also for changes made behind the mount or by other hosts.
     public func publish(_ kind: ChangeKind, path: MountPath, destination: MountPath? = nil, isDirectory: Bool, origin: EventOrigin, size: Int64?,
                         version: Int64? = nil) {
-        // Only this host's own commits go to the cluster: a change seen behind the mount, or
-        // applied from another host, is the backing's or that host's to tell; so are versions,
-        // which each host keeps in its own store.
+        // Only this host's own changes go to the cluster (its commits, and the versions it
+        // kept or removed in the store the hosts share): a change seen behind the mount, or
+        // applied from another host, is the backing's or that host's to tell.
         func toHub() -> ChangeEvent {
             events.publish(kind, path: path, destination: destination, isDirectory: isDirectory, origin: origin, size: size, version: version)
         }
-        if let cluster, !origin.isOutside, origin.host == nil, !kind.isAboutVersions {
+        if let cluster, !origin.isOutside, origin.host == nil {
             clusterPublishing.withLock { _ in cluster.publish(toHub()) }
         } else {
             _ = toHub()

@@ -33,7 +33,7 @@ extension CoordinatedMount {
             kernel.drain()
             for change in untold {
                 publish(change.kind, path: change.path, destination: change.destination, isDirectory: change.isDirectory,
-                        origin: change.origin, size: change.size)
+                        origin: change.origin, size: change.size, version: change.version)
             }
             untold.removeAll()
         }
@@ -71,7 +71,7 @@ extension CoordinatedMount {
             // The other host kept a version beside the file: a name appeared there.
             if let kept = change.destination { followCreated(kept, isDirectory: false) }
         case .versionAdded, .versionRemoved, .conflictResolved:
-            break // each host keeps its own store; nothing of them is sent
+            break // the hosts share the store and its index: only subscribers and presenters hear of it
         }
     }
 
