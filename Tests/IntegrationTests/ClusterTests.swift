@@ -440,9 +440,12 @@ import Testing
     }
 
     /// A save whose host lost its grant meanwhile is not committed: the other mount's version
-    /// stays, the close fails with EIO, and the save's own version is kept beside the file.
-    @Test func aCommitUnderALostGrantIsRefusedAndKeptAside() throws {
-        try Self.withCluster(2, ["--claim-timeout", "5"]) { server, mounts in
+    /// stays, the close fails with EIO, and the save's own version is kept beside the file;
+    /// with versions, also as an unresolved conflict version that every host lists (and, with
+    /// `--no-conflict-copies`, only so).
+    @Test(arguments: [[], ["--versions"], ["--versions", "--no-conflict-copies"]])
+    func aCommitUnderALostGrantIsRefusedAndKeptAside(options: [String]) throws {
+        try Self.withCluster(2, ["--claim-timeout", "5"] + options) { server, mounts in
             try "base".write(toFile: mounts[0].mountpoint + "/f", atomically: false, encoding: .utf8)
             let go = mounts[0].root + "/go"
             let writer = try Script("writeThenCloseOnSignal", ["f", "from A", mounts[0].root + "/wrote", go], in: mounts[0].mountpoint)
@@ -459,8 +462,19 @@ import Testing
             #expect(Self.text(mounts[1].mountpoint + "/f") == "from B")
             let names = try FileManager.default.contentsOfDirectory(atPath: mounts[1].backing)
             let kept = names.filter { $0.hasPrefix("f.conflict-") }
-            #expect(kept.count == 1, "\(names)")
+            #expect(kept.count == (options.contains("--no-conflict-copies") ? 0 : 1), "\(names)")
             if let copy = kept.first { #expect(Self.text(mounts[1].backing + "/" + copy) == "from A") }
+            guard options.contains("--versions") else { return }
+            for mount in mounts {
+                let conflicts = try run([coordfsBinary, "versions", "conflicts", "--json", "."], in: mount.mountpoint)
+                let reply = (try? JSONSerialization.jsonObject(with: Data(conflicts.output.utf8))) as? [String: Any]
+                let listed = reply?["files"] as? [[String: Any]] ?? []
+                let versions = listed.first?["versions"] as? [[String: Any]] ?? []
+                #expect(listed.count == 1 && listed.first?["path"] as? String == "/f" && versions.count == 1, "\(conflicts)")
+                let id = versions.first?["id"] as? Int ?? 0
+                let cat = try run([coordfsBinary, "versions", "cat", "f", "\(id)"], in: mount.mountpoint)
+                #expect(cat.output == "from A", "\(cat)")
+            }
         }
     }
 }
