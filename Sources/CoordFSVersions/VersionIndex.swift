@@ -53,12 +53,13 @@ final class VersionIndex: VersionIndexing {
     /// Records a version of the file now at `version.path` (giving that file a row if it has
     /// none yet) and returns its id and the file's. With `deletingFile`, the file's row is marked deleted in
     /// the same transaction: its versions stay under the path it had.
-    func record(_ version: NewVersionRecord, deletingFile: Bool) throws(SQLiteError) -> (id: Int64, file: Int64) {
-        try database.withLock { (db) throws(SQLiteError) -> (id: Int64, file: Int64) in
-            try db.transaction { () throws(SQLiteError) -> (id: Int64, file: Int64) in
+    func record(_ version: NewVersionRecord, deletingFile: Bool) throws(SQLiteError) -> RecordedVersion {
+        try database.withLock { (db) throws(SQLiteError) -> RecordedVersion in
+            try db.transaction { () throws(SQLiteError) -> RecordedVersion in
                 let path = SQLiteValue.blob(version.path.bytes)
+                let existing = try db.value("SELECT id FROM files WHERE path = ? AND deleted = 0", [path])?.integer
                 let file: Int64
-                if let existing = try db.value("SELECT id FROM files WHERE path = ? AND deleted = 0", [path])?.integer {
+                if let existing {
                     file = existing
                 } else {
                     try db.rows("INSERT INTO files (path) VALUES (?)", [path])
@@ -72,7 +73,7 @@ final class VersionIndex: VersionIndexing {
                           version.origin.process.map(SQLiteValue.text) ?? .null, .integer(Int64(version.mode))])
                 let id = db.lastInsertedRowID
                 if deletingFile { try db.rows("UPDATE files SET deleted = 1 WHERE id = ?", [.integer(file)]) }
-                return (id, file)
+                return RecordedVersion(id: id, file: file, isFirstOfFile: existing == nil)
             }
         }
     }

@@ -79,7 +79,8 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
 
     public func keepReplaced(_ name: FileName, in directory: Int32, path: MountPath, kind: VersionKind, origin: VersionOrigin) -> KeptVersion? {
         guard mayKeep(path), let status = try? Syscall.stat(at: directory, name), status.st_mode & S_IFMT == S_IFREG else { return nil }
-        guard let (id, file) = record(path: path, status: status, kind: kind, origin: origin) else { return nil }
+        guard let recorded = record(path: path, status: status, kind: kind, origin: origin) else { return nil }
+        let id = recorded.id
         let store = objects.raw
         do throws(Errno) {
             try name.withCString { (source) throws(Errno) in try Syscall.link(directory, source, to: store, Self.objectName(id), flags: 0) }
@@ -90,7 +91,7 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
         }
         live.withLock { $0.insert(path) }
         tell(.versionAdded, path, id, Int64(status.st_size), origin)
-        thinSoon(file, fileExists: true)
+        thinSoon(recorded, fileExists: true)
         return KeptVersion(id: id)
     }
 
@@ -120,7 +121,8 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
         }
         status.st_size = off_t(length)
         _ = try? Syscall.changeOwner(copy.raw, status.st_uid, status.st_gid)
-        guard let (id, file) = record(path: path, status: status, kind: .save, origin: origin) else { return false }
+        guard let recorded = record(path: path, status: status, kind: .save, origin: origin) else { return false }
+        let id = recorded.id
         do throws(Errno) {
             try Syscall.link(descriptor: copy.raw, to: objects.raw, Self.objectName(id))
         } catch {
@@ -130,7 +132,7 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
         }
         live.withLock { $0.insert(path) }
         tell(.versionAdded, path, id, length, origin)
-        thinSoon(file, fileExists: true)
+        thinSoon(recorded, fileExists: true)
         return true
     }
 
@@ -185,7 +187,8 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
         // Only the last name of a regular file: removing another name deletes nothing, and the
         // file's link count must drop as a plain unlink's would.
         guard mayKeep(path), let status = try? Syscall.stat(at: directory, name), status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1,
-              let (id, file) = record(path: path, status: status, kind: .delete, origin: origin, deletingFile: true) else { return false }
+              let recorded = record(path: path, status: status, kind: .delete, origin: origin, deletingFile: true) else { return false }
+        let id = recorded.id
         do throws(Errno) {
             try Syscall.rename(directory, name, to: objects.raw, Self.objectName(id), flags: Linux.RENAME_NOREPLACE)
         } catch {
@@ -196,7 +199,7 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
         }
         live.withLock { $0.remove(path) }
         tell(.versionAdded, path, id, Int64(status.st_size), origin)
-        thinSoon(file, fileExists: false)
+        thinSoon(recorded, fileExists: false)
         return true
     }
 
@@ -236,7 +239,7 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
 
     /// Records a version of the file at `path` with the attributes in `status`; nil (logged)
     /// when the index refuses.
-    private func record(path: MountPath, status: stat, kind: VersionKind, origin: VersionOrigin, deletingFile: Bool = false) -> (id: Int64, file: Int64)? {
+    private func record(path: MountPath, status: stat, kind: VersionKind, origin: VersionOrigin, deletingFile: Bool = false) -> RecordedVersion? {
         let version = NewVersionRecord(
             path: path, size: Int64(status.st_size),
             modified: Self.nanoseconds(status.st_mtim),
@@ -296,8 +299,11 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
     }
 
     /// Thins the file's versions off the saves' path, at most once per 30 seconds of `clock`
-    /// (the narrowest step: nothing more can expire sooner but by the maximum age).
-    private func thinSoon(_ file: Int64, fileExists: Bool) {
+    /// (the narrowest step: nothing more can expire sooner but by the maximum age); not at
+    /// all after its first version (every delete of a file never saved), which has nothing to thin.
+    private func thinSoon(_ recorded: RecordedVersion, fileExists: Bool) {
+        guard !recorded.isFirstOfFile else { return }
+        let file = recorded.file
         let now = clock()
         let due = thinnedAt.withLock { thinned in
             guard now - (thinned[file] ?? .min / 2) >= 30 * 1_000_000_000 else { return false }

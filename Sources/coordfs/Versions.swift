@@ -9,7 +9,8 @@ import SystemPackage
 struct Versions: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List, show and restore the versions a mount with --versions kept of a file.",
-        subcommands: [List.self, Cat.self, Restore.self, Pin.self, Unpin.self, Resolve.self, Remove.self, Conflicts.self]
+        subcommands: [List.self, Cat.self, Restore.self, Pin.self, Unpin.self, Resolve.self, Remove.self, Conflicts.self,
+                      SimulateDay.self]
     )
 
     /// The file's location in its mount, for the subcommands.

@@ -49,6 +49,15 @@ import Testing
         #expect(VersionRetention(thinning: .all, maximumAge: nil).expired(versions, now: Self.now, fileExists: false).isEmpty)
     }
 
+    /// A file saved and deleted within seconds: the delete's version (what it held last) stays
+    /// beside the oldest of the step; only the versions between them go. It goes by age alone.
+    @Test func aDeletedFilesLastContentIsNeverThinned() {
+        let versions = [Self.version(1, age: 20), Self.version(2, age: 15), Self.version(3, age: 10, kind: .delete)]
+        #expect(VersionRetention().expired(versions, now: Self.now, fileExists: false) == [2])
+        let old = [Self.version(1, age: 400 * 86_400), Self.version(2, age: 399 * 86_400, kind: .delete)]
+        #expect(VersionRetention().expired(old, now: Self.now, fileExists: false) == [1, 2])
+    }
+
     @Test func keepAllThinsNothingButByAge() {
         let versions = Self.every(1, for: 600)
         #expect(VersionRetention(thinning: .all).expired(versions, now: Self.now, fileExists: true).isEmpty)

@@ -34,13 +34,21 @@ public final class ClusterVersionIndex: VersionIndexing {
         }
     }
 
+    /// A connection whose commits do not wait for the server's log to reach its disk, as the
+    /// SQLite index's do not (`synchronous = NORMAL`): a save or a rename waits for one round
+    /// trip, not for an fsync. A crash of the database may lose the last records; the store
+    /// then holds versions without one, which the next start records again (`reconcile`),
+    /// and nothing is lost but their attribution.
     private static func connect(_ configuration: ClusterConfiguration) throws(DatabaseError) -> DatabaseConnection {
-        try DatabaseConnection(conninfo: configuration.conninfo, parameters: configuration.connectionParameters)
+        let connection = try DatabaseConnection(conninfo: configuration.conninfo, parameters: configuration.connectionParameters)
+        try connection.execute("SET synchronous_commit TO off")
+        return connection
     }
 
     private var cluster: DatabaseValue { .text(configuration.name) }
 
     /// Runs `body` on the connection, made again (and `body` tried once more) when it was lost.
+    @discardableResult
     private func run<Result: Sendable>(_ body: (DatabaseConnection) throws(DatabaseError) -> Result) throws(DatabaseError) -> Result {
         try connection.withLock { (connection) throws(DatabaseError) -> Result in
             if let open = connection {
@@ -57,6 +65,7 @@ public final class ClusterVersionIndex: VersionIndexing {
     }
 
     /// `body` in one transaction holding the index's lock.
+    @discardableResult
     private func transaction<Result: Sendable>(_ body: (DatabaseConnection) throws(DatabaseError) -> Result) throws(DatabaseError) -> Result {
         try run { (connection) throws(DatabaseError) -> Result in
             try connection.inTransaction { () throws(DatabaseError) -> Result in
@@ -66,7 +75,7 @@ public final class ClusterVersionIndex: VersionIndexing {
         }
     }
 
-    public func record(_ version: NewVersionRecord, deletingFile: Bool) throws -> (id: Int64, file: Int64) {
+    public func record(_ version: NewVersionRecord, deletingFile: Bool) throws -> RecordedVersion {
         let rows = try run { (connection) throws(DatabaseError) in
             try connection.execute("SELECT * FROM coordfs_version_record($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)", [
                 cluster, .bytes(version.path.bytes), .integer(version.size), .integer(version.modified), .integer(version.kept),
@@ -78,7 +87,7 @@ public final class ClusterVersionIndex: VersionIndexing {
         guard rows.count == 1, let id = rows.integer(0, 0), let file = rows.integer(0, 1) else {
             throw DatabaseError("the version index returned no record")
         }
-        return (id, file)
+        return RecordedVersion(id: id, file: file, isFirstOfFile: rows.boolean(0, 2) ?? false)
     }
 
     public func forget(_ id: Int64, undeleting: Bool) throws {

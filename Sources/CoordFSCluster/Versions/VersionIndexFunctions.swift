@@ -64,16 +64,18 @@ enum VersionIndexFunctions {
         CREATE OR REPLACE FUNCTION coordfs_version_record(
             p_cluster text, p_path bytea, p_size bigint, p_modified bigint, p_kept bigint, p_kind text, p_pid int, p_uid bigint,
             p_process text, p_host text, p_mode bigint, p_deleting boolean)
-        RETURNS TABLE (o_id bigint, o_file bigint) LANGUAGE plpgsql AS $$
+        RETURNS TABLE (o_id bigint, o_file bigint, o_first boolean) LANGUAGE plpgsql AS $$
         DECLARE
             v_file bigint;
             v_id bigint;
+            v_first boolean := false;
         BEGIN
             PERFORM coordfs_versions_lock(p_cluster);
             SELECT id INTO v_file FROM coordfs_version_files
                 WHERE cluster = p_cluster AND path = p_path AND NOT deleted ORDER BY id DESC LIMIT 1;
             IF v_file IS NULL THEN
                 INSERT INTO coordfs_version_files (cluster, path) VALUES (p_cluster, p_path) RETURNING id INTO v_file;
+                v_first := true;
             END IF;
             INSERT INTO coordfs_versions (cluster, file, path, size, modified, kept, kind, pid, uid, process, host, mode)
                 VALUES (p_cluster, v_file, p_path, p_size, p_modified, p_kept, p_kind, p_pid, p_uid, p_process, p_host, p_mode)
@@ -81,7 +83,7 @@ enum VersionIndexFunctions {
             IF p_deleting THEN
                 UPDATE coordfs_version_files SET deleted = true WHERE id = v_file;
             END IF;
-            RETURN QUERY SELECT v_id, v_file;
+            RETURN QUERY SELECT v_id, v_file, v_first;
         END
         $$
         """,

@@ -22,6 +22,19 @@ public struct NewVersionRecord: Sendable, Hashable {
     }
 }
 
+/// A version just recorded: its id, its file's, and whether the file had none before.
+public struct RecordedVersion: Sendable, Hashable {
+    public let id: Int64
+    public let file: Int64
+    public let isFirstOfFile: Bool
+
+    public init(id: Int64, file: Int64, isFirstOfFile: Bool) {
+        self.id = id
+        self.file = file
+        self.isFirstOfFile = isFirstOfFile
+    }
+}
+
 /// The version store's index: which file each kept version belongs to, and what is known of
 /// it. One mount keeps it in SQLite beside the store (CoordFSVersions); the hosts of a
 /// cluster share one in their PostgreSQL (CoordFSCluster), as they share the store's folder.
@@ -38,9 +51,10 @@ public protocol VersionIndexing: Sendable {
     var isShared: Bool { get }
 
     /// Records a version of the file now at `version.path` (giving that file a row if it has
-    /// none yet) and returns its id and the file's. With `deletingFile`, the file's row is
-    /// marked deleted in the same transaction: its versions stay under the path it had.
-    func record(_ version: NewVersionRecord, deletingFile: Bool) throws -> (id: Int64, file: Int64)
+    /// none yet) and returns its id, the file's, and whether this is the file's first version
+    /// (its row is new: nothing to thin). With `deletingFile`, the file's row is marked
+    /// deleted in the same transaction: its versions stay under the path it had.
+    func record(_ version: NewVersionRecord, deletingFile: Bool) throws -> RecordedVersion
 
     /// Removes a version's record (a version that could not be linked, or taken back), and
     /// undoes the deletion of its file that `record(deletingFile:)` marked.

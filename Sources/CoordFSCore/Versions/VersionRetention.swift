@@ -5,7 +5,8 @@
 /// last 30 days, one per day; older, one per week, up to `maximumAge`. In each such step the
 /// oldest version stays (so a version kept stands for its whole step). Never expired: pinned
 /// versions, conflict versions not resolved yet, and the newest version of a file that still
-/// exists (what its last save replaced).
+/// exists (what its last save replaced). Never thinned, only aged out: the newest version of
+/// a deleted file (what it held when it was deleted).
 public struct VersionRetention: Sendable, Equatable {
     public enum Thinning: String, Sendable, Equatable, CaseIterable {
         /// One version per step, steps widening with age (see the type).
@@ -61,12 +62,12 @@ public struct VersionRetention: Sendable, Equatable {
     /// the epoch). `fileExists`: the file is still there, so its newest version stays.
     public func expired(_ versions: [VersionRecord], now: Int64, fileExists: Bool) -> [Int64] {
         var expired: [Int64] = []
-        let newest = fileExists ? versions.last?.id : nil
+        let newest = versions.last?.id
         let maximumAge = self.maximumAge.map { Int64($0.components.seconds) * Self.second }
         var lastKept: Int64?
         for version in versions {
             let age = now - version.kept
-            if version.id == newest || Self.isProtected(version) {
+            if (fileExists && version.id == newest) || Self.isProtected(version) {
                 lastKept = version.kept // kept, so it stands for its step
                 continue
             }
@@ -74,6 +75,7 @@ public struct VersionRetention: Sendable, Equatable {
                 expired.append(version.id)
                 continue
             }
+            if version.id == newest { continue } // a deleted file's last content
             guard thinning == .staggered else { continue }
             let step = Self.steps.first { age < $0.upTo }?.step ?? Self.steps[Self.steps.count - 1].step
             if let lastKept, version.kept - lastKept < step {
