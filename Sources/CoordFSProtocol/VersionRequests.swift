@@ -104,13 +104,15 @@ public struct VersionInfo: Sendable, Hashable, Codable {
     public var pid: Int32
     public var uid: UInt32
     public var process: String?
+    /// With several hosts (`--cluster`), the host the process ran on; absent otherwise.
+    public var host: String?
     /// The file's mode (type and permission bits) when it was kept.
     public var mode: UInt32
     public var resolved: Bool
     public var pinned: Bool
 
     public init(id: Int64, path: FilePath, size: Int64, modified: Int64, kept: Int64, kind: String, pid: Int32, uid: UInt32,
-                process: String?, mode: UInt32, resolved: Bool, pinned: Bool) {
+                process: String?, host: String? = nil, mode: UInt32, resolved: Bool, pinned: Bool) {
         self.id = id
         self.path = path
         self.size = size
@@ -120,13 +122,14 @@ public struct VersionInfo: Sendable, Hashable, Codable {
         self.pid = pid
         self.uid = uid
         self.process = process
+        self.host = host
         self.mode = mode
         self.resolved = resolved
         self.pinned = pinned
     }
 
     private enum CodingKeys: String, CodingKey {
-        case id, path, pathBytes, size, modified, kept, kind, pid, uid, process, mode, resolved, pinned
+        case id, path, pathBytes, size, modified, kept, kind, pid, uid, process, host, mode, resolved, pinned
     }
 
     public init(from decoder: any Decoder) throws {
@@ -140,6 +143,7 @@ public struct VersionInfo: Sendable, Hashable, Codable {
         pid = try container.decode(Int32.self, forKey: .pid)
         uid = try container.decode(UInt32.self, forKey: .uid)
         process = try container.decodeIfPresent(String.self, forKey: .process)
+        host = try container.decodeIfPresent(String.self, forKey: .host)
         mode = try container.decode(UInt32.self, forKey: .mode)
         resolved = try container.decode(Bool.self, forKey: .resolved)
         pinned = try container.decode(Bool.self, forKey: .pinned)
@@ -156,6 +160,7 @@ public struct VersionInfo: Sendable, Hashable, Codable {
         try container.encode(pid, forKey: .pid)
         try container.encode(uid, forKey: .uid)
         try container.encodeIfPresent(process, forKey: .process)
+        try container.encodeIfPresent(host, forKey: .host)
         try container.encode(mode, forKey: .mode)
         try container.encode(resolved, forKey: .resolved)
         try container.encode(pinned, forKey: .pinned)

@@ -208,6 +208,6 @@ extension VersionInfo {
     init(_ record: VersionRecord) {
         self.init(id: record.id, path: record.path.filePath, size: record.size, modified: record.modified, kept: record.kept,
                   kind: record.kind.rawValue, pid: record.origin.pid, uid: record.origin.uid, process: record.origin.process,
-                  mode: record.mode, resolved: record.resolved, pinned: record.pinned)
+                  host: record.origin.host, mode: record.mode, resolved: record.resolved, pinned: record.pinned)
     }
 }

@@ -32,7 +32,7 @@ struct Versions: ParsableCommand {
             if json { return emit(OutputLine(json: reply)) }
             emit("ID      KEPT                 KIND      SIZE        BY")
             for version in reply.versions {
-                let by = "\(version.process ?? "?") (pid \(version.pid), uid \(version.uid))"
+                let by = "\(version.process ?? "?") (pid \(version.pid), uid \(version.uid)\(version.host.map { ", on \($0)" } ?? ""))"
                 emit("\(Versions.pad(String(version.id), 7)) \(Versions.localTime(version.kept))  \(Versions.pad(version.kind, 9)) \(Versions.pad(String(version.size), 11)) \(by)")
             }
             if reply.deleted { emit("(the file was deleted; coordfs versions restore brings a version back)") }

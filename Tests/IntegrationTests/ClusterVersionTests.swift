@@ -16,7 +16,8 @@ import Testing
     }
 
     /// Saves on A, a rename on A and a save on B, a restore on B, a delete on A: each host
-    /// lists the same versions of the file under its name now, byte for byte, and B's
+    /// lists the same versions of the file under its name now, byte for byte, with the host
+    /// that kept each, and B's
     /// subscriber hears of each version A keeps, with its id and A's host.
     @Test func versionsKeptOnOneHostAreEveryHosts() throws {
         // Every version stays (staggered retention would thin the saves a second apart).
@@ -30,6 +31,7 @@ import Testing
             var onBoth = try [a, b].map { try Self.list("f", on: $0).versions }
             #expect(onBoth[0].map { $0["id"] as? Int } == onBoth[1].map { $0["id"] as? Int } && onBoth[1].count == 2, "\(onBoth)")
             #expect(try onBoth[1].map { try Self.cat("f", $0["id"], on: b) } == ["one", "two"])
+            #expect(onBoth[1].allSatisfy { $0["host"] as? String == ClusterEventTests.hostname }, "each version names the host that kept it")
             let heard = ClusterEventTests.drain(onB).compactMap { $0["event"] as? [String: Any] }
             #expect(heard.map { $0["version"] as? Int } == onBoth[0].map { $0["id"] as? Int } && heard.allSatisfy { ($0["origin"] as? [String: Any])?["host"] != nil },
                     "\(heard)")

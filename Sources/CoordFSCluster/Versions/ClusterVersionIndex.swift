@@ -137,7 +137,7 @@ public final class ClusterVersionIndex: VersionIndexing {
     }
 
     /// The columns `record(_:_:)` reads, from `coordfs_versions v`.
-    private static let versionColumns = "v.id, v.file, v.path, v.size, v.modified, v.kept, v.kind, v.pid, v.uid, v.process, v.mode, v.resolved, v.pinned"
+    private static let versionColumns = "v.id, v.file, v.path, v.size, v.modified, v.kept, v.kind, v.pid, v.uid, v.process, v.mode, v.resolved, v.pinned, v.host"
 
     public func versions(of file: Int64) throws -> [VersionRecord] {
         let rows = try run { (connection) throws(DatabaseError) in
@@ -154,7 +154,7 @@ public final class ClusterVersionIndex: VersionIndexing {
                 WHERE v.cluster = $1 ORDER BY v.kept, v.id
                 """, [cluster])
         }
-        return (0..<rows.count).compactMap { row in Self.record(rows, row).map { ($0, rows.boolean(row, 13) == false) } }
+        return (0..<rows.count).compactMap { row in Self.record(rows, row).map { ($0, rows.boolean(row, 14) == false) } }
     }
 
     public func remove(_ ids: [Int64]) throws -> [Int64] {
@@ -191,7 +191,7 @@ public final class ClusterVersionIndex: VersionIndexing {
                 """, [cluster, .bytes(path.bytes)])
         }
         return (0..<rows.count).compactMap { row in
-            guard let version = Self.record(rows, row), let now = rows.bytes(row, 13).flatMap({ MountPath(bytes: $0) }) else { return nil }
+            guard let version = Self.record(rows, row), let now = rows.bytes(row, 14).flatMap({ MountPath(bytes: $0) }) else { return nil }
             return (now, version)
         }
     }
@@ -262,7 +262,7 @@ public final class ClusterVersionIndex: VersionIndexing {
         guard let id = rows.integer(row, 0), let file = rows.integer(row, 1), let path = rows.bytes(row, 2).flatMap({ MountPath(bytes: $0) }),
               let kind = rows.text(row, 6).flatMap(VersionKind.init(rawValue:)) else { return nil }
         let origin = VersionOrigin(pid: Int32(truncatingIfNeeded: rows.integer(row, 7) ?? 0), uid: UInt32(truncatingIfNeeded: rows.integer(row, 8) ?? 0),
-                                   process: rows.text(row, 9))
+                                   process: rows.text(row, 9), host: rows.text(row, 13))
         return VersionRecord(id: id, file: file, path: path, size: rows.integer(row, 3) ?? 0, modified: rows.integer(row, 4) ?? 0,
                              kept: rows.integer(row, 5) ?? 0, kind: kind, origin: origin,
                              mode: UInt32(truncatingIfNeeded: rows.integer(row, 10) ?? 0),

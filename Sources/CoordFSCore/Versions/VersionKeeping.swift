@@ -19,11 +19,15 @@ public struct VersionOrigin: Sendable, Hashable {
     public let uid: UInt32
     /// The process's name (`comm`), nil when it was gone before it could be read.
     public let process: String?
+    /// The host the process ran on, as a cluster's index records it (nil in a mount's own:
+    /// every version there is this host's).
+    public let host: String?
 
-    public init(pid: Int32, uid: UInt32, process: String?) {
+    public init(pid: Int32, uid: UInt32, process: String?, host: String? = nil) {
         self.pid = pid
         self.uid = uid
         self.process = process
+        self.host = host
     }
 }
 
