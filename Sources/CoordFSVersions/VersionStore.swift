@@ -30,7 +30,8 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
     private let index: any VersionIndexing
     private let logger: Logger
     /// The paths of live files with versions, and how many of them lie beneath each directory:
-    /// a rename through the mount touches the index only when it moves one of them.
+    /// a rename through the mount touches the index only when it moves one of them. Kept only
+    /// beside an index of this mount's own (`followLive`): a shared one changes under it.
     private let live = Mutex(LivePaths())
     /// Whether a version could not be linked because the file is on another filesystem than
     /// the store: said once in the log.
@@ -70,8 +71,10 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
         self.retention = retention
         self.clock = clock
         try reconcile()
-        let paths = try index.livePaths()
-        live.withLock { $0 = LivePaths(paths) }
+        if !index.isShared {
+            let paths = try index.livePaths()
+            live.withLock { $0 = LivePaths(paths) }
+        }
         if let sweepEvery { scheduleSweep(after: .seconds(60), every: sweepEvery) }
     }
 
@@ -89,7 +92,7 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
             try? index.forget(id, undeleting: false)
             return nil
         }
-        live.withLock { $0.insert(path) }
+        followLive { $0.insert(path) }
         tell(.versionAdded, path, id, Int64(status.st_size), origin)
         thinSoon(recorded, fileExists: true)
         return KeptVersion(id: id)
@@ -130,7 +133,7 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
             try? index.forget(id, undeleting: false)
             return false
         }
-        live.withLock { $0.insert(path) }
+        followLive { $0.insert(path) }
         tell(.versionAdded, path, id, length, origin)
         thinSoon(recorded, fileExists: true)
         return true
@@ -197,7 +200,7 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
             notKept(path, error)
             return false
         }
-        live.withLock { $0.remove(path) }
+        followLive { $0.remove(path) }
         tell(.versionAdded, path, id, Int64(status.st_size), origin)
         thinSoon(recorded, fileExists: false)
         return true
@@ -226,15 +229,21 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
                               live follow: (inout LivePaths) -> Void) {
         do {
             try change()
-            live.withLock { follow(&$0) }
+            followLive(follow)
         } catch {
             logger.error("versions: could not follow a rename in the index", metadata: [
                 "from": "\(source)", "to": "\(destination)", "error": "\(error)",
             ])
-            if let paths = try? index.livePaths() {
+            if !index.isShared, let paths = try? index.livePaths() {
                 live.withLock { $0 = LivePaths(paths) }
             }
         }
+    }
+
+    /// Applies a change to the live paths, which only an index of this mount's own keeps.
+    private func followLive(_ change: (inout LivePaths) -> Void) {
+        guard !index.isShared else { return }
+        live.withLock { change(&$0) }
     }
 
     /// Records a version of the file at `path` with the attributes in `status`; nil (logged)
@@ -445,7 +454,7 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
         do {
             // The restore's save kept its version within the last minute, if it replaced a file.
             try index.noteRestore(at: path, by: pid, since: clock() - 60 * 1_000_000_000)
-            live.withLock { $0.insert(path) }
+            followLive { $0.insert(path) }
         } catch {
             logger.error("versions: the index refused to record a restore", metadata: ["error": "\(error)"])
             throw .ioError
