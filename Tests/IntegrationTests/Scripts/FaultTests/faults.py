@@ -104,8 +104,12 @@ def then(case, path, flags, steps, shown=content):
 
 
 def start(case, files):
-    """Makes the case's folder with `files` (name: bytes) through the mount; returns the folder."""
+    """Makes the case's folder with `files` (name: bytes) through the mount; returns the folder.
+    Each file is committed before this returns: a close hands its release to the daemon
+    without waiting, and a program that opened the file before that release arrived would
+    join the setup's save (the same process) rather than meet the committed file."""
     os.mkdir(case)
     for name, data in files.items():
         write(os.path.join(case, name), data)
+        settle(os.path.join(case, name))
     return case
