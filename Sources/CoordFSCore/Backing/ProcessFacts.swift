@@ -234,26 +234,41 @@ public final class ProcessFacts: Sendable {
 /// for `validity` (ids are reused). Bounded: when full, expired entries go, and if none has
 /// expired, all of them (the next lookups just read /proc again).
 ///
+/// Every FUSE request asks it (whose thread is this, and for events, what is its name), so a
+/// hit costs one lock and one lookup: times are the coarse monotonic clock's nanoseconds (read
+/// from the vDSO, a few milliseconds fine, plenty for validities of 100 ms and more).
+///
 /// Sendable: the map is behind its own lock, held only to look up or store.
 private final class ExpiringCache<Value: Sendable>: Sendable {
     private struct Entry {
         let value: Value
-        let validUntil: ContinuousClock.Instant
+        let validUntil: UInt64
     }
 
     private let entries = Mutex<[Int32: Entry]>([:])
-    private let validity: Duration
+    private let validity: UInt64
     private let capacity: Int
 
     init(validity: Duration, capacity: Int) {
-        self.validity = validity
+        let (seconds, attoseconds) = validity.components
+        self.validity = UInt64(max(seconds, 0)) * 1_000_000_000 + UInt64(max(attoseconds, 0) / 1_000_000_000)
         self.capacity = capacity
+    }
+
+    private static func now() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &time)
+        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
     }
 
     /// The cached value for `id`, or what `read` finds (cached unless nil); `read` runs unlocked.
     func value(for id: Int32, read: () -> Value?) -> Value? {
-        let now = ContinuousClock.now
-        if let cached = entries.withLock({ $0[id] }), cached.validUntil > now { return cached.value }
+        let now = Self.now()
+        let cached: Value? = entries.withLock { entries in
+            guard let entry = entries[id], entry.validUntil > now else { return nil }
+            return entry.value
+        }
+        if let cached { return cached }
         guard let fresh = read() else { return nil }
         entries.withLock { cache in
             if cache.count >= capacity {

@@ -33,7 +33,7 @@ struct ClaimState {
     /// Whether a claim `held` by `holder` stands in the way of `requester` asking for `wanted`
     /// on an overlapping path. The owner test comes first: it is the cheap one.
     @inline(__always)
-    func conflicts(_ holder: ClaimOwner, _ held: ClaimMode, _ requester: Requester, _ wanted: ClaimMode) -> Bool {
+    static func conflicts(_ holder: ClaimOwner, _ held: ClaimMode, _ requester: Requester, _ wanted: ClaimMode) -> Bool {
         holder != requester.owner && !held.isCompatible(with: wanted) && !requester.lineage.passesThrough(holder)
     }
 
@@ -41,7 +41,7 @@ struct ClaimState {
     func isHeldAgainst(_ requests: [ClaimRequest], by owner: Requester) -> Bool {
         for request in requests {
             let blocked = trie.anyOverlapping(request.path, .holds) { entry in
-                entry.holds.contains { conflicts($0.owner, $0.mode, owner, request.mode) }
+                entry.holds.contains { Self.conflicts($0.owner, $0.mode, owner, request.mode) }
             }
             if blocked { return true }
         }
@@ -55,7 +55,7 @@ struct ClaimState {
         for request in requests {
             let blocked = trie.anyOverlapping(request.path, .waits) { entry in
                 entry.waits.contains {
-                    $0.waiter.ticket < ticket && conflicts($0.waiter.owner, $0.mode, owner, request.mode) && counts($0.waiter)
+                    $0.waiter.ticket < ticket && Self.conflicts($0.waiter.owner, $0.mode, owner, request.mode) && counts($0.waiter)
                 }
             }
             if blocked { return true }
@@ -98,7 +98,7 @@ struct ClaimState {
         for request in waiter.requests {
             let held = trie.anyOverlapping(request.path, .holds) { entry in
                 entry.holds.contains {
-                    conflicts($0.owner, $0.mode, waiter.requester, request.mode)
+                    Self.conflicts($0.owner, $0.mode, waiter.requester, request.mode)
                         && ($0.owner == owner.owner || owner.lineage.passesThrough($0.owner))
                 }
             }
@@ -135,7 +135,7 @@ struct ClaimState {
             for request in requests {
                 _ = trie.anyOverlapping(request.path, .waits) { entry in
                     for wait in entry.waits
-                    where wait.waiter.ticket < ticket && conflicts(wait.waiter.owner, wait.mode, owner, request.mode) {
+                    where wait.waiter.ticket < ticket && Self.conflicts(wait.waiter.owner, wait.mode, owner, request.mode) {
                         collectConflictingHolds(wait.waiter.requests, wait.waiter.requester, into: &found)
                     }
                     return false
@@ -148,7 +148,7 @@ struct ClaimState {
     private func collectConflictingHolds(_ requests: [ClaimRequest], _ owner: Requester, into found: inout [Hold]) {
         for request in requests {
             _ = trie.anyOverlapping(request.path, .holds) { entry in
-                for hold in entry.holds where conflicts(hold.owner, hold.mode, owner, request.mode) {
+                for hold in entry.holds where Self.conflicts(hold.owner, hold.mode, owner, request.mode) {
                     if !found.contains(where: { $0.grant == hold.grant && $0.path == hold.path }) {
                         found.append(hold)
                     }

@@ -495,7 +495,8 @@ public final class NodeTable: Sendable {
                 current = step.parent
                 if current == nil { return nil }
             }
-            return MountPath(components: components.reversed())
+            components.reverse()
+            return MountPath(components: components)
         }
     }
 

@@ -41,7 +41,12 @@ public struct MountPath: Hashable, Sendable, CustomStringConvertible {
     }
 
     public func appending(_ name: FileName) -> MountPath {
-        MountPath(components: components + [name])
+        // One allocation: every operation that names an entry builds its path this way.
+        var longer: [FileName] = []
+        longer.reserveCapacity(components.count + 1)
+        longer.append(contentsOf: components)
+        longer.append(name)
+        return MountPath(components: longer)
     }
 
     /// True when `self` is `other` or lies beneath it.
