@@ -207,19 +207,26 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
     }
 
     public func moved(from source: MountPath, to destination: MountPath) {
-        guard index.isShared || live.withLock({ $0.touches(source) || $0.contains(destination) }) else { return }
+        guard mayConcern({ $0.touches(source) || $0.contains(destination) }) else { return }
         followRename(source, destination, index: { try index.moved(from: source, to: destination) },
                      live: { $0.moved(from: source, to: destination) })
     }
 
     public func deletedBehind(_ path: MountPath) {
-        guard index.isShared || live.withLock({ $0.touches(path) }) else { return }
+        guard mayConcern({ $0.touches(path) }) else { return }
         followRename(path, path, index: { try index.deleted(path) }, live: { $0.removeAll(within: path) })
     }
 
     public func exchanged(_ first: MountPath, _ second: MountPath) {
-        guard index.isShared || live.withLock({ $0.touches(first) || $0.touches(second) }) else { return }
+        guard mayConcern({ $0.touches(first) || $0.touches(second) }) else { return }
         followRename(first, second, index: { try index.exchanged(first, second) }, live: { $0.exchanged(first, second) })
+    }
+
+    /// Whether a change of names may concern a file with versions: a shared index keeps no
+    /// copy of the live paths here (another host may have kept versions of any path), so every
+    /// change goes to it; one of this mount's own is asked only when `touches` says so.
+    private func mayConcern(_ touches: (borrowing LivePaths) -> Bool) -> Bool {
+        index.isShared || live.withLock { touches($0) }
     }
 
     /// Applies a rename to the index, then the same to the live paths: each save of an editor
