@@ -59,6 +59,35 @@ import Testing
         return result.output
     }
 
+    /// With `--durability full`, a save whose commit took effect but whose directory then fails
+    /// to sync: too late to fail the save (everyone reads the new version already), so the
+    /// program's close succeeds, the new bytes are in the mount and the backing, and the log
+    /// says the save may not survive a crash.
+    @Test func aDirectorySyncFailingAfterTheCommitIsLogged() throws {
+        let scratch = try Scratch()
+        let shim = try Self.compileShim(into: scratch)
+        let control = scratch.root + "/faults"
+        try "".write(toFile: control, atomically: false, encoding: .utf8)
+        try "before\n".write(toFile: scratch.backing + "/file", atomically: false, encoding: .utf8)
+        let faults = ["COORDFS_FAULT_ROOT": scratch.backing, "COORDFS_FAULT_CONTROL": control, "LD_PRELOAD": shim]
+        try scratch.mount(["--durability", "full"], environment: faults)
+        defer { scratch.unmount() }
+        // The commit syncs the staged file first (let through), then its directory (fails).
+        try "fsync EIO 1 1\n".write(toFile: control, atomically: false, encoding: .utf8)
+        let save = try run(["sh", "-c", "printf 'after\\n' > file"], in: scratch.mountpoint)
+        #expect(save.status == 0, "\(save)")
+        #expect(try String(contentsOfFile: scratch.mountpoint + "/file", encoding: .utf8) == "after\n")
+        #expect(try String(contentsOfFile: scratch.backing + "/file", encoding: .utf8) == "after\n")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.backing) == ["file"])
+        // The commit comes with the release, which the kernel sends after close returned.
+        var logged = scratch.daemonLogSoFar
+        for _ in 0..<100 where !logged.contains("syncing its directory failed") {
+            usleep(50_000)
+            logged = scratch.daemonLogSoFar
+        }
+        #expect(logged.contains("syncing its directory failed"), "\(logged)")
+    }
+
     /// A save of an existing file whose second write, staging copy, commit fsync, own fsync,
     /// commit link or commit rename fails: the program's failing call gets the error, and so
     /// does its close whenever the save had changed anything (a program that does not check its

@@ -102,9 +102,10 @@ extension Save {
         // found changed behind the mount (then also kept beside it, as `keptAs`).
         let takeBackVersion = replacing && (!state.replacesOwnCommit || changedBehind)
             ? keepVersion(state.directory, state.name, changedBehind ? .conflict : .save) : nil
+        let directorySyncFailure: Errno?
         do throws(Errno) {
-            try staged.commit(in: directory, as: state.name, replacingExistingFile: replacing,
-                              durability: durability.forCommit(replacingExistingFile: replacing))
+            directorySyncFailure = try staged.commit(in: directory, as: state.name, replacingExistingFile: replacing,
+                                                     durability: durability.forCommit(replacingExistingFile: replacing))
         } catch {
             state.failure = error
             staged.discard(in: directory)
@@ -127,6 +128,7 @@ extension Save {
             replaced = nodes.replaceBacking(of: node, with: try Syscall.reopen(state.current.raw, Linux.O_PATH), identity: identity)
         }
         var report = CommitReport(created: !replacing, path: nodes.path(of: node), size: Int64(status.st_size), replaced: replaced)
+        report.directorySyncFailure = directorySyncFailure
         report.namedNewFile = newFile
         if let keptAs {
             let folder = state.directory

@@ -26,6 +26,9 @@ public struct CommitReport: Sendable {
     /// The first commit of a file created through the mount: its name is in the backing now
     /// (`created`, unless its owner renamed it over another file, which it then replaced).
     public var namedNewFile = false
+    /// The commit took effect, but syncing its directory afterwards (`--durability full`)
+    /// failed: the new version is what everyone sees, and may not survive a crash.
+    public var directorySyncFailure: Errno? = nil
 }
 
 /// Where a change of a save's contents lands, so that appends can skip the staged copy.

@@ -32,6 +32,12 @@ extension CoordinatedMount {
             throw .ioError
         }
         Instruments.saveCommitted()
+        if let failure = report.directorySyncFailure {
+            // Too late to fail the save (everyone sees the new version already): said instead.
+            logger.warning("a save was committed, but syncing its directory failed: it may not survive a crash", metadata: [
+                "path": "\(report.path?.description ?? "?")", "error": "\(failure)",
+            ])
+        }
         if report.namedNewFile { activity.clearPendingName(of: save) }
         let node = save.node
         // With no page of the node in the kernel and no open reader that could fill one with
