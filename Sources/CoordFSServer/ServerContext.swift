@@ -71,8 +71,14 @@ final class ServerContext: @unchecked Sendable {
             let reason = stopping ? ErrorDetail(code: .closing, message: "the server is stopping")
                 : overUserLimit ? ErrorDetail(code: .limit, message: userLimitMessage(peer.uid, "connections", options.perUser.connections))
                 : ErrorDetail(code: .limit, message: "too many connections (at most \(options.maxConnections))")
+            // Only the sending side closes at once: a client that writes its hello meanwhile
+            // must not meet a closed socket (EPIPE) before it could read why. What it sends is
+            // dropped; its close (or, should it linger, the grace below) closes the rest.
             channel.writeAndFlush(channel.allocator.buffer(bytes: ErrorReply(id: nil, error: reason).line))
-                .whenComplete { _ in channel.close(promise: nil) }
+                .whenComplete { _ in
+                    channel.close(mode: .output, promise: nil)
+                    channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
+                }
             return eventLoop.makeSucceededVoidFuture()
         }
         let session = Session(id: nextSessionID, channel: channel, peer: peer, context: self)

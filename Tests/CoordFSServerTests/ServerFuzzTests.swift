@@ -54,4 +54,21 @@ import Testing
             #expect(try clients[0].request(#"{"id":1,"op":"status"}"#).ok != nil)
         }
     }
+
+    /// A refused client that writes its hello after the server already answered (as every
+    /// client does: hello first, then read) still reads why: the server closes only its
+    /// sending side at once, so the hello meets an open socket rather than EPIPE.
+    @Test func aRefusedClientThatWritesFirstStillReadsWhy() throws {
+        var options = ControlServer.Options()
+        options.maxConnections = 1
+        try withServer(options: options) { fixture in
+            let kept = try fixture.connect()
+            let extra = try LineClient(socketPath: fixture.socketPath)
+            usleep(300_000) // the refusal has gone out by now
+            try extra.send(#"{"id":1,"op":"hello","version":1}"#)
+            #expect(try extra.readJSON().errorCode == "limit")
+            #expect(extra.isClosedByServer())
+            #expect(try kept.request(#"{"id":2,"op":"status"}"#).ok != nil)
+        }
+    }
 }
