@@ -38,6 +38,11 @@ final class ServerContext: @unchecked Sendable {
     private var nextSessionID: UInt64 = 1
     private var nextSubscriptionID: UInt64 = 1
     private var stopping = false
+    /// Refused connections still open for their client to read why (`accept`): bounded, so
+    /// that a user who opens connections faster than it closes them cannot make the server
+    /// hold descriptors for them.
+    private var lingeringRefusals = 0
+    private static let maxLingeringRefusals = 64
     /// Encoded events by sequence number: every subscriber of an event shares one encoding.
     private var eventLines = [(sequence: UInt64, json: [UInt8])](repeating: (0, []), count: 1024)
 
@@ -74,8 +79,15 @@ final class ServerContext: @unchecked Sendable {
             // Only the sending side closes at once: a client that writes its hello meanwhile
             // must not meet a closed socket (EPIPE) before it could read why. What it sends is
             // dropped; its close (or, should it linger, the grace below) closes the rest.
+            // Past the bound on such connections, they close whole at once, as before.
+            let lingers = lingeringRefusals < Self.maxLingeringRefusals
+            if lingers {
+                lingeringRefusals += 1
+                channel.closeFuture.whenComplete { [self] _ in lingeringRefusals -= 1 }
+            }
             channel.writeAndFlush(channel.allocator.buffer(bytes: ErrorReply(id: nil, error: reason).line))
                 .whenComplete { _ in
+                    guard lingers else { return channel.close(promise: nil) }
                     channel.close(mode: .output, promise: nil)
                     channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
                 }

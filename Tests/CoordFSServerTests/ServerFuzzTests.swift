@@ -71,4 +71,26 @@ import Testing
             #expect(try kept.request(#"{"id":2,"op":"status"}"#).ok != nil)
         }
     }
+
+    /// Refused connections kept open by their clients are not all kept open by the server:
+    /// past a bound, a refusal closes the whole socket at once, so opening connections faster
+    /// than closing them costs the server (whose descriptors every user shares) little.
+    @Test func refusedConnectionsLeftOpenCostTheServerABoundedNumberOfDescriptors() throws {
+        var options = ControlServer.Options()
+        options.maxConnections = 1
+        try withServer(options: options) { fixture in
+            let kept = try fixture.connect()
+            func openDescriptors() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0 }
+            let before = openDescriptors()
+            let refused = try (0..<200).map { _ in try LineClient(socketPath: fixture.socketPath) }
+            for client in refused {
+                #expect(try client.readJSON().errorCode == "limit")
+            }
+            // Each client holds one descriptor here; the server at most 64 more (and a few of its
+            // own), once it has closed the others (just after their error went out).
+            #expect(fixture.eventually(within: .seconds(1)) { openDescriptors() - before <= 200 + 64 + 8 },
+                    "\(openDescriptors() - before) descriptors for 200 refused connections")
+            #expect(try kept.request(#"{"id":2,"op":"status"}"#).ok != nil)
+        }
+    }
 }
