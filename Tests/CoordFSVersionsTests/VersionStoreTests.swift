@@ -41,7 +41,7 @@ import CoordFSTestSupport
 
     /// The live paths the store keeps in memory follow each rename exactly as the index does
     /// (files and directories moved, over files with and without versions, deleted behind the
-    /// mount, exchanged), over 2,000 random steps: the store applies both and reads neither
+    /// mount, exchanged), over 2,000 pseudo-random steps: the store applies both and reads neither
     /// back. The cluster's index in PostgreSQL takes the same steps and must agree with both,
     /// down to each live file's versions.
     @Test func livePathsFollowRenamesAsBothIndexesDo() throws {
@@ -55,7 +55,9 @@ import CoordFSTestSupport
         var live = LivePaths()
         // Names that sort around the slash and its successor, so that prefix bounds are tried.
         let names = ["a", "a0", "a.b", "b", "ab", "c\u{00FF}"]
-        var generator = SystemRandomNumberGenerator()
+        // Seeded, so that a failing walk can be replayed step by step (a random one once found
+        // the two indexes keeping different versions of one file: see Docs/VERSIONS.md).
+        var generator = SeededGenerator(state: 41)
         func randomPath() -> MountPath {
             let depth = Int.random(in: 1...3, using: &generator)
             return MountPath(components: (0..<depth).map { _ in FileName(names.randomElement(using: &generator)!.utf8)! })
