@@ -18,7 +18,8 @@ final class VersionIndex: VersionIndexing {
     init(path: String) throws(SQLiteError) {
         let connection = try SQLiteDatabase(path: path)
         try connection.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
-        if try connection.value("PRAGMA user_version")?.integer == 0 {
+        let schema = try connection.value("PRAGMA user_version")?.integer ?? 0
+        if schema < 1 {
             try connection.transaction { () throws(SQLiteError) in
                 try connection.execute("""
                     CREATE TABLE files (
@@ -44,6 +45,18 @@ final class VersionIndex: VersionIndexing {
                     );
                     CREATE INDEX versions_by_file ON versions(file, id);
                     PRAGMA user_version = 1;
+                    """)
+            }
+        }
+        if schema < 2 {
+            // One live file per path, enforced: an index from before the rule on renames over
+            // stale records may hold two, of which the newer stays live (the one a record went to).
+            try connection.transaction { () throws(SQLiteError) in
+                try connection.execute("""
+                    UPDATE files SET deleted = 1 WHERE deleted = 0
+                        AND id < (SELECT max(id) FROM files AS newer WHERE newer.path = files.path AND newer.deleted = 0);
+                    CREATE UNIQUE INDEX files_live_by_path ON files(path) WHERE deleted = 0;
+                    PRAGMA user_version = 2;
                     """)
             }
         }
@@ -98,18 +111,16 @@ final class VersionIndex: VersionIndexing {
         }
     }
 
-    /// A rename through the mount: what was at `source` and beneath it is at `destination` now.
-    /// A file with versions that the rename replaced counts as deleted (its versions stay),
-    /// unless the file moving over it has none: then the move was a save of it (an editor's
-    /// write-and-rename), and the moving file takes over its versions.
+    /// A rename through the mount (`VersionIndexing.moved` has the rule).
     func moved(from source: MountPath, to destination: MountPath) throws(SQLiteError) {
         try database.withLock { (db) throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in
                 let (from, to) = (source.bytes, destination.bytes)
-                let moving = try db.value("SELECT id FROM files WHERE path = ? AND deleted = 0", [.blob(from)])
-                let replaced = try db.value("SELECT id FROM files WHERE path = ? AND deleted = 0", [.blob(to)])
-                if let replaced, moving != nil {
-                    try db.rows("UPDATE files SET deleted = 1 WHERE id = ?", [replaced])
+                let moving = try db.value("SELECT 1 FROM files WHERE deleted = 0 AND (path = ? OR (path >= ? AND path < ?)) LIMIT 1",
+                                          [.blob(from)] + Self.beneath(from))
+                try db.rows("UPDATE files SET deleted = 1 WHERE deleted = 0 AND path >= ? AND path < ?", Self.beneath(to))
+                if moving != nil {
+                    try db.rows("UPDATE files SET deleted = 1 WHERE deleted = 0 AND path = ?", [.blob(to)])
                 }
                 try Self.movePaths(db, from: from, to: to)
             }

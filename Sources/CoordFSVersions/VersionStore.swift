@@ -207,7 +207,9 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
     }
 
     public func moved(from source: MountPath, to destination: MountPath) {
-        guard mayConcern({ $0.touches(source) || $0.contains(destination) }) else { return }
+        // rename(2) refuses a move into or out of the path's own subtree, and one onto itself changes nothing.
+        guard !source.isWithin(destination), !destination.isWithin(source),
+              mayConcern({ $0.touches(source) || $0.touches(destination) }) else { return }
         followRename(source, destination, index: { try index.moved(from: source, to: destination) },
                      live: { $0.moved(from: source, to: destination) })
     }
@@ -218,7 +220,7 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
     }
 
     public func exchanged(_ first: MountPath, _ second: MountPath) {
-        guard mayConcern({ $0.touches(first) || $0.touches(second) }) else { return }
+        guard !first.isWithin(second), !second.isWithin(first), mayConcern({ $0.touches(first) || $0.touches(second) }) else { return }
         followRename(first, second, index: { try index.exchanged(first, second) }, live: { $0.exchanged(first, second) })
     }
 
@@ -579,11 +581,15 @@ struct LivePaths {
         MountPath(components: destination.components + path.components.dropFirst(source.components.count))
     }
 
-    /// A rename of `source` to `destination`. (A live file it replaces stays a live path either
-    /// way: the index gives the path to the moving file's versions, or to the replaced file's
-    /// when the moving one has none.)
+    /// A rename of `source` to `destination`: paths beneath `destination` go (they were stale,
+    /// as `VersionIndexing.moved` says); `destination` stays live if `source` was, or if
+    /// nothing with versions moved (the replaced file keeps its path then).
     mutating func moved(from source: MountPath, to destination: MountPath) {
-        exchanged(source, destination, oneWay: true)
+        let moving = all(within: source)
+        for stale in all(within: destination) where stale != destination { remove(stale) }
+        if !moving.isEmpty { remove(destination) }
+        for path in moving { remove(path) }
+        for path in moving { insert(Self.path(path, movedFrom: source, to: destination)) }
     }
 
     /// `path` and everything beneath it were deleted.
@@ -591,10 +597,9 @@ struct LivePaths {
         for gone in all(within: path) { remove(gone) }
     }
 
-    /// `first` and `second` exchanged places, each with what is beneath it (`oneWay`: only
-    /// `first` moved, to `second`).
-    mutating func exchanged(_ first: MountPath, _ second: MountPath, oneWay: Bool = false) {
-        let (fromFirst, fromSecond) = (all(within: first), oneWay ? [] : all(within: second))
+    /// `first` and `second` exchanged places, each with what is beneath it.
+    mutating func exchanged(_ first: MountPath, _ second: MountPath) {
+        let (fromFirst, fromSecond) = (all(within: first), all(within: second))
         for path in fromFirst + fromSecond { remove(path) }
         for path in fromFirst { insert(Self.path(path, movedFrom: first, to: second)) }
         for path in fromSecond { insert(Self.path(path, movedFrom: second, to: first)) }

@@ -24,6 +24,16 @@ enum VersionIndexFunctions {
         """
         CREATE INDEX IF NOT EXISTS coordfs_version_files_by_path ON coordfs_version_files (cluster, path, deleted)
         """,
+        // One live file per path, enforced: an index from before the rule on renames over stale
+        // records may hold two, of which the newer stays live (the one a record went to).
+        """
+        UPDATE coordfs_version_files AS older SET deleted = true
+        WHERE NOT deleted AND EXISTS (SELECT 1 FROM coordfs_version_files AS newer
+            WHERE newer.cluster = older.cluster AND newer.path = older.path AND NOT newer.deleted AND newer.id > older.id)
+        """,
+        """
+        CREATE UNIQUE INDEX IF NOT EXISTS coordfs_version_files_live_by_path ON coordfs_version_files (cluster, path) WHERE NOT deleted
+        """,
         """
         CREATE TABLE IF NOT EXISTS coordfs_versions (
             id bigserial PRIMARY KEY,
@@ -87,14 +97,17 @@ enum VersionIndexFunctions {
         END
         $$
         """,
-        // A rename (VersionIndexing.moved): a live file it replaces counts as deleted when the
-        // moving file has versions of its own; otherwise the moving file takes its versions over.
+        // A rename (VersionIndexing.moved has the rule): files recorded beneath the destination
+        // count as deleted; the live file it replaces too, when anything with versions moves.
         """
         CREATE OR REPLACE FUNCTION coordfs_version_moved(p_cluster text, p_from bytea, p_to bytea) RETURNS void
         LANGUAGE plpgsql AS $$
         BEGIN
             PERFORM coordfs_versions_lock(p_cluster);
-            IF EXISTS (SELECT 1 FROM coordfs_version_files WHERE cluster = p_cluster AND path = p_from AND NOT deleted) THEN
+            UPDATE coordfs_version_files SET deleted = true
+            WHERE cluster = p_cluster AND NOT deleted AND path >= p_to || '/'::bytea AND path < p_to || '0'::bytea;
+            IF EXISTS (SELECT 1 FROM coordfs_version_files WHERE cluster = p_cluster AND NOT deleted
+                       AND (path = p_from OR (path >= p_from || '/'::bytea AND path < p_from || '0'::bytea))) THEN
                 UPDATE coordfs_version_files SET deleted = true WHERE cluster = p_cluster AND path = p_to AND NOT deleted;
             END IF;
             PERFORM coordfs_version_move_paths(p_cluster, p_from, p_to);

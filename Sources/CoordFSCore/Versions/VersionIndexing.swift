@@ -64,9 +64,12 @@ public protocol VersionIndexing: Sendable {
     func livePaths() throws -> [MountPath]
 
     /// A rename: what was at `source` and beneath it is at `destination` now. A file with
-    /// versions that the rename replaced counts as deleted (its versions stay), unless the
-    /// file moving over it has none: then the move was a save of it (an editor's
-    /// write-and-rename), and the moving file takes over its versions.
+    /// versions that the rename replaced counts as deleted (its versions stay), unless
+    /// nothing with versions moves over it: then the move was a save of it (an editor's
+    /// write-and-rename), and the moving file takes over its versions. Files recorded beneath
+    /// `destination` count as deleted too: rename(2) replaces only an empty directory, so the
+    /// index missed their deletion, and kept live they would give one path two files.
+    /// (Never called with one path within the other: rename(2) refuses those.)
     func moved(from source: MountPath, to destination: MountPath) throws
 
     /// The file at `path`, and every file beneath it, were deleted where no version could be
