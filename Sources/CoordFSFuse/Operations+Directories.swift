@@ -68,6 +68,7 @@ extension FileSystem {
         // Entries are on the directory's own filesystem: their inode numbers are shown as the
         // node table shows that identity's (`NodeTable.shownInode`).
         let device = parent.identity.device
+        let pendingTail = pendingEntries(request, parent, directory)
 
         while true {
             let entry: UnsafeMutablePointer<dirent>
@@ -86,9 +87,12 @@ extension FileSystem {
             let hidden = withUnsafePointer(to: &entry.pointee.d_name) { namePointer in
                 namePointer.withMemoryRebound(to: CChar.self, capacity: 256) { name in
                     StagingName.isReserved(name: name, inRoot: parent.id == NodeTable.rootID)
+                        || (!pendingTail.isEmpty && pendingTail.contains { $0.name == FileName(cString: name) })
                 }
             }
-            if hidden { // the mount's own temps and recovery folder are not part of the view
+            // The mount's own temps and recovery folder are not part of the view; nor is a
+            // committed file the caller's own new file is to replace (it is listed once, below).
+            if hidden {
                 directory.heldOver = nil
                 directory.offset = nextOffset
                 continue
@@ -136,22 +140,23 @@ extension FileSystem {
         return needed
     }
 
+    /// The caller's files in `parent` that are created and not committed yet, found once per
+    /// pass over the directory (a rewind looks again).
+    private func pendingEntries(_ request: fuse_req_t, _ parent: Node, _ directory: DirectoryHandle) -> [(name: FileName, save: Save)] {
+        if let tail = directory.pendingTail { return tail }
+        let pending = activity.pendingSaves(in: parent.id)
+        let tail = pending.isEmpty ? [] : pending.filter { [requester = owner(of: request)] in seesPendingVersion(of: $0.save, requester) }
+        directory.pendingTail = tail
+        return tail
+    }
+
     /// Lists the caller's files that are created and not committed yet after the backing's
     /// entries, as a plain disk lists a file from its creation on (the caller's children too:
     /// `seesPendingVersion`); nobody else sees them.
     /// Returns the bytes added.
     private func addPendingEntries(_ request: fuse_req_t, _ parent: Node, _ directory: DirectoryHandle,
                                    _ buffer: UnsafeMutablePointer<CChar>, _ room: Int, plus: Bool) -> Int {
-        if directory.pendingTail == nil {
-            let pending = activity.pendingSaves(in: parent.id)
-            if pending.isEmpty {
-                directory.pendingTail = []
-            } else {
-                let requester = owner(of: request)
-                directory.pendingTail = pending.filter { seesPendingVersion(of: $0.save, requester) }
-            }
-        }
-        guard let tail = directory.pendingTail else { return 0 }
+        let tail = pendingEntries(request, parent, directory)
         var used = 0
         while directory.pendingSent < tail.count {
             let (name, save) = tail[directory.pendingSent]

@@ -134,8 +134,19 @@ extension FileSystem {
         let facts = AskFacts(destinationIsReplaced: { flags & (Linux.RENAME_EXCHANGE | Linux.RENAME_NOREPLACE) == 0 && replaced.exists() })
         coordinated(request, .rename, .rename(from: moving, to: replaced), facts: facts) { [self] origin in
             do throws(Errno) {
-                if let save = activity.pendingSave(PendingName(directory: source.id, name: sourceName)),
-                   save.owner == .process(origin.pid) {
+                let owner = ClaimOwner.process(origin.pid)
+                let pendingSource = activity.pendingSave(PendingName(directory: source.id, name: sourceName)).flatMap { $0.owner == owner ? $0 : nil }
+                if flags & Linux.RENAME_EXCHANGE != 0 {
+                    let pendingDestination = activity.pendingSave(PendingName(directory: destination.id, name: destinationName))
+                        .flatMap { $0.owner == owner ? $0 : nil }
+                    if pendingSource != nil || pendingDestination != nil {
+                        try exchangePending(sourceName, in: source, pendingSource, with: destinationName, in: destination, pendingDestination,
+                                            paths: (sourcePath, destinationPath), origin: origin)
+                        replyOK(pending.raw)
+                        return
+                    }
+                }
+                if let save = pendingSource {
                     try renamePending(save, to: destination, destinationName, flags: flags)
                     replyOK(pending.raw)
                     return
@@ -174,7 +185,7 @@ extension FileSystem {
                 if let replacedFile { noteRemoved(destinationName, in: destination, file: replacedFile) }
                 if let replacedNode {
                     if flags & Linux.RENAME_EXCHANGE != 0 {
-                        nodes.moved(replacedNode, to: source, name: sourceName)
+                        nodes.moved(replacedNode, from: (destination, destinationName), to: source, name: sourceName)
                         activity.save(of: replacedNode)?.nameRemovedThroughMount(destinationName, in: destination)
                     } else {
                         noteRemoved(destinationName, in: destination)
@@ -182,10 +193,10 @@ extension FileSystem {
                 }
                 let movedNode: Node?
                 if let movingNode {
-                    nodes.moved(movingNode, to: destination, name: destinationName)
+                    nodes.moved(movingNode, from: (source, sourceName), to: destination, name: destinationName)
                     movedNode = movingNode
                 } else {
-                    movedNode = nodes.moved(movingIdentity, to: destination, name: destinationName)
+                    movedNode = nodes.moved(movingIdentity, from: (source, sourceName), to: destination, name: destinationName)
                 }
                 if let movedNode, let save = activity.save(of: movedNode) {
                     // The pending commit moves with the file.
@@ -227,7 +238,7 @@ extension FileSystem {
             return
         }
         save?.nameRemovedThroughMount(name, in: directory)
-        if removed.isDirectory || save != nil, nodes.isUnlinked(removed) { save?.discard() }
+        if removed.isDirectory || save != nil, nodes.isUnlinked(removed) { save?.discard(showingUnlinkedIn: nodes) }
     }
 
     /// The file a name the mount is about to remove stands for, when a save is in flight and
@@ -258,6 +269,15 @@ extension FileSystem {
         if activity.pendingSave(PendingName(directory: destination.id, name: name)) != nil && flags & Linux.RENAME_NOREPLACE != 0 {
             throw .fileExists
         }
+        if let replaced = activity.pendingSave(PendingName(directory: destination.id, name: name)), replaced !== save, replaced.owner == save.owner {
+            // Another file the owner created and has not closed stood there: as on a plain
+            // disk, the rename takes its name, and its writes go with it.
+            noteRemoved(name, in: destination)
+        } else if exists, let replaced = nodes.node(named: name, in: destination), replaced !== save.node {
+            // A committed file being saved stands there: the save learns that the mount took
+            // its name (at its close it goes where a plain disk would send its writes).
+            activity.save(of: replaced)?.nameRemovedThroughMount(name, in: destination)
+        }
         save.retarget(directory: destination, name: name, overAnotherFile: exists)
         activity.movePendingName(of: save, to: PendingName(directory: destination.id, name: name))
         _ = nodes.moved(save.node.identity, to: destination, name: name)
@@ -265,5 +285,73 @@ extension FileSystem {
         // committed file stands there, the entry goes, so that every caller asks for the name
         // and each finds what it sees (the owner its new file, everyone else the committed one).
         if exists { notifier.invalidateEntry(directory: destination.id, name: name) }
+    }
+
+    /// An exchange where one name, or both, is a file the owner created and has not closed:
+    /// the backing holds nothing under that name yet. Each name takes what the other showed
+    /// the owner: committed files change places in the backing (or one moves to the other's
+    /// name), and each pending file's first commit goes to the other name.
+    private func exchangePending(_ sourceName: FileName, in source: Node, _ pendingSource: Save?,
+                                 with destinationName: FileName, in destination: Node, _ pendingDestination: Save?,
+                                 paths: (source: MountPath?, destination: MountPath?), origin: ChangeOrigin) throws(Errno) {
+        for save in [pendingSource, pendingDestination].compactMap({ $0 }) {
+            // Its commit goes to the other directory, which must be on the same filesystem.
+            let other = save === pendingSource ? destination : source
+            if other.identity.device != save.target.directory.identity.device { throw .improperLink }
+        }
+        let sourceStatus = try? Syscall.stat(at: source.directory, sourceName)
+        let destinationStatus = try? Syscall.stat(at: destination.directory, destinationName)
+        let (committedSource, committedDestination) = (sourceStatus.map(FileIdentity.init), destinationStatus.map(FileIdentity.init))
+        switch (committedSource, committedDestination) {
+        case (.some, .some):
+            try Syscall.rename(source.directory, sourceName, to: destination.directory, destinationName, flags: Linux.RENAME_EXCHANGE)
+        case (.some, nil):
+            try Syscall.rename(source.directory, sourceName, to: destination.directory, destinationName, flags: Linux.RENAME_NOREPLACE)
+        case (nil, .some):
+            try Syscall.rename(destination.directory, destinationName, to: source.directory, sourceName, flags: Linux.RENAME_NOREPLACE)
+        case (nil, nil):
+            break
+        }
+        // The committed files' nodes, then the pending ones', each to the other name.
+        // (A save of a committed file moves with it, as in a plain rename.)
+        if let committedDestination, let node = nodes.moved(committedDestination, from: (destination, destinationName), to: source, name: sourceName) {
+            activity.save(of: node)?.retarget(directory: source, name: sourceName)
+        }
+        if let committedSource, let node = nodes.moved(committedSource, from: (source, sourceName), to: destination, name: destinationName) {
+            activity.save(of: node)?.retarget(directory: destination, name: destinationName)
+        }
+        if let pendingDestination { _ = nodes.moved(pendingDestination.node.identity, to: source, name: sourceName) }
+        if let pendingSource { _ = nodes.moved(pendingSource.node.identity, to: destination, name: destinationName) }
+        if let pendingDestination { activity.clearPendingName(of: pendingDestination) }
+        if let pendingSource {
+            pendingSource.retarget(directory: destination, name: destinationName, overAnotherFile: committedSource != nil)
+            activity.movePendingName(of: pendingSource, to: PendingName(directory: destination.id, name: destinationName))
+        }
+        if let pendingDestination {
+            pendingDestination.retarget(directory: source, name: sourceName, overAnotherFile: committedDestination != nil)
+            activity.movePendingName(of: pendingDestination, to: PendingName(directory: source.id, name: sourceName))
+        }
+        // Others see committed files only: make the kernel ask for both names again.
+        notifier.invalidateEntry(directory: source.id, name: sourceName)
+        notifier.invalidateEntry(directory: destination.id, name: destinationName)
+        guard let sourcePath = paths.source, let destinationPath = paths.destination else { return }
+        // Subscribers hear of what others can see move: the committed files.
+        func isDirectory(_ status: stat) -> Bool { status.st_mode & S_IFMT == S_IFDIR }
+        switch (sourceStatus, destinationStatus) {
+        case let (moving?, _?):
+            mount.versions?.exchanged(sourcePath, destinationPath)
+            mount.publish(.moved, origin: origin, path: sourcePath, destination: destinationPath, isDirectory: isDirectory(moving),
+                          size: Int64(moving.st_size))
+        case let (moving?, nil):
+            mount.versions?.moved(from: sourcePath, to: destinationPath)
+            mount.publish(.moved, origin: origin, path: sourcePath, destination: destinationPath, isDirectory: isDirectory(moving),
+                          size: Int64(moving.st_size))
+        case let (nil, moving?):
+            mount.versions?.moved(from: destinationPath, to: sourcePath)
+            mount.publish(.moved, origin: origin, path: destinationPath, destination: sourcePath, isDirectory: isDirectory(moving),
+                          size: Int64(moving.st_size))
+        case (nil, nil):
+            break
+        }
     }
 }

@@ -159,6 +159,46 @@ import Testing
         #expect(table.location(of: a) == nil)
     }
 
+    /// A file reached by two names keeps both: when the one it is known by goes (an unlink, a
+    /// rename over it, a new file put there), the other stands in, so that a save through a
+    /// kernel entry that still names the file commits there and not to the name that went
+    /// (found by SyscallParityTests' random walk: a save of `b` committed to `x/d`).
+    @Test func aHardLinkedFileKeepsItsOtherNames() throws {
+        run("echo x > a && mkdir x && ln a x/d && echo y > e")
+        let table = try makeTable()
+        let a = try lookUp(table, table.root, "a")
+        let x = try lookUp(table, table.root, "x")
+        #expect(try lookUp(table, x, "d") === a)
+        #expect(table.path(of: a)?.description == "/x/d")
+        // Another file renamed over x/d: a is known by /a again, at once.
+        run("mv e x/d")
+        #expect(table.removedName("d", in: x) === a)
+        #expect(table.path(of: a)?.description == "/a")
+        #expect(!table.isUnlinked(a))
+
+        // A new node given the name a file was known by: the file falls back to its other name.
+        run("ln a x/d2")
+        #expect(try lookUp(table, x, "d2") === a)
+        #expect(table.path(of: a)?.description == "/x/d2")
+        run("mv x/d x/d2")  // the file from e takes x/d2 from a
+        let fromE = try lookUp(table, x, "d2")
+        #expect(fromE !== a)
+        #expect(table.path(of: a)?.description == "/a")
+        #expect(table.node(named: "d2", in: x) === fromE)
+
+        // A rename of the other name moves that one; the name it is known by stays.
+        run("ln a x/d3")
+        #expect(try lookUp(table, x, "d3") === a)
+        run("mv a x/moved")
+        table.moved(a, from: (table.root, "a"), to: x, name: "moved")
+        #expect(table.path(of: a)?.description == "/x/moved")
+        #expect(table.removedName("d3", in: x) === a)
+        #expect(table.path(of: a)?.description == "/x/moved", "the moved name stands in")
+        // Forgotten: none of its names lead to it any more.
+        table.forget(a.id, count: table.lookupCount(of: a.id) ?? 0)
+        #expect(table.node(named: "moved", in: x) == nil && table.node(named: "d3", in: x) == nil && table.node(named: "a", in: table.root) == nil)
+    }
+
     /// A file replaced behind the table (a rename over its name) leaves its node unlinked, yet
     /// the kernel may still reach the node by the name: the node remembers it, until the name
     /// is known again (by another node or by this one).

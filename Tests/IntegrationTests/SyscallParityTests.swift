@@ -9,7 +9,9 @@ import Testing
     /// A shell command that runs the script `name` (`Scripts/<name>.py`, which starts with
     /// `from coordtest import *`) with /usr/bin/python3 and `arguments`; "done" follows when it
     /// exits with 0, so a script that stopped early cannot pass by failing the same way twice.
-    static func python(_ name: String, _ arguments: String...) -> String {
+    static func python(_ name: String, _ arguments: String...) -> String { python(name, arguments: arguments) }
+
+    static func python(_ name: String, arguments: [String]) -> String {
         (["/usr/bin/python3", pythonScript(name)] + arguments).map(shellQuoted).joined(separator: " ") + " && echo done\n"
     }
 
@@ -17,11 +19,11 @@ import Testing
     /// through the mount finished and printed each of `expected`'s lines: values a correct
     /// filesystem must show, so that parity with a broken plain run would still fail.
     @discardableResult
-    static func expectPythonParity(_ name: String, shellTail: String = "", in scratch: Scratch,
+    static func expectPythonParity(_ name: String, arguments: [String] = [], shellTail: String = "", in scratch: Scratch,
                                    snapshot options: TreeSnapshot.Options = .init(), user: (uid: UInt32, gid: UInt32)? = nil,
                                    compareTree: Bool = true, expected: [String],
                                    sourceLocation: SourceLocation = #_sourceLocation) throws -> CommandResult {
-        let results = try expectParity(python(name) + shellTail, in: scratch, snapshot: options, user: user,
+        let results = try expectParity(python(name, arguments: arguments) + shellTail, in: scratch, snapshot: options, user: user,
                                        compareTree: compareTree, sourceLocation: sourceLocation)
         let result = results.mount
         #expect(result.status == 0 && result.errors.isEmpty, "\(result)", sourceLocation: sourceLocation)
@@ -406,5 +408,23 @@ import Testing
                 "sym=2 sym-hard=2 b=2",
             ])
         }
+    }
+
+    /// One process's seeded random walk (Scripts/SyscallParityTests/randomWalk.py): opens of
+    /// every kind held across renames, exchanges, links and unlinks of their names, writes,
+    /// reads, truncations and closes. The same transcript and tree as on a plain directory: the
+    /// owner of every pending save sees the disk as if there were none. More seeds with
+    /// COORDFS_PARITY_WALK_SEEDS=FIRST-LAST.
+    @Test(arguments: Self.walkSeeds)
+    func aRandomWalkOfOneProcessLooksAsOnAPlainDirectory(seed: Int) throws {
+        try withMount { scratch in
+            try Self.expectPythonParity("SyscallParityTests/randomWalk", arguments: ["\(seed)", "600"], in: scratch, expected: [])
+        }
+    }
+
+    static var walkSeeds: [Int] {
+        guard let range = ProcessInfo.processInfo.environment["COORDFS_PARITY_WALK_SEEDS"] else { return [1, 2, 3] }
+        let bounds = range.split(separator: "-").compactMap { Int($0) }
+        return bounds.count == 2 && bounds[0] <= bounds[1] ? Array(bounds[0]...bounds[1]) : [1, 2, 3]
     }
 }

@@ -10,9 +10,22 @@ extension Save {
     /// The attributes of the owner's version (see `shownToOwner`). A discarded save shows what
     /// its unlinked file really has.
     public func currentStatus() throws(Errno) -> stat {
-        let (current, isTemp) = state.withLock { ($0.current, $0.staged != nil && !$0.discarded) }
+        let (current, isTemp, lostName) = state.withLock { state in
+            (state.current, state.staged != nil && !state.discarded,
+             state.nameRemovedThroughMount ? (directory: state.directory, name: state.name) : nil)
+        }
         let status = try withExtendedLifetime(current) { () throws(Errno) -> stat in try Syscall.stat(current.raw) }
-        return isTemp ? Self.shownToOwner(status) : status
+        guard isTemp else { return status }
+        guard let lostName else { return Self.shownToOwner(status) }
+        // The owner took the name away (an unlink, or a rename over it): the file has the
+        // links its committed version keeps without that name, as on a plain disk (0 when
+        // that was its last; the backing may still hold the name until a pending file lands there).
+        var shown = status
+        let committed = node.backing
+        let links = withExtendedLifetime(committed) { (try? Syscall.statOfPathDescriptor(committed.descriptor.raw).st_nlink) ?? 0 }
+        let stillNamed = (try? Syscall.stat(at: lostName.directory.directory, lostName.name)).map(FileIdentity.init) == committed.identity
+        shown.st_nlink = stillNamed && links > 0 ? links - 1 : links
+        return shown
     }
 
     /// A temp's attributes as its owner sees them: an unnamed temp has no link yet, and is

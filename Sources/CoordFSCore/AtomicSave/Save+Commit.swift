@@ -179,7 +179,9 @@ extension Save {
     /// replace the file now there. The node does not know that name (the kernel opens by
     /// inode), so the temp's contents are written into the file itself, which every name it has
     /// left shows. Not atomic for readers of those names: the price of keeping their link.
-    /// A file with no name left has nowhere to go: its changes are dropped.
+    /// A file with no name left has nowhere to go: nothing is committed, and the node shows
+    /// the temp from then on, as a plain disk shows the owner's writes to whoever still has
+    /// the unlinked file open.
     private static func commitWithoutItsName(_ staged: consuming StagedFile, of node: Node, state: inout State, nodes: NodeTable) throws(Errno) -> CommitReport? {
         let directory = state.directory.directory
         defer { staged.discard(in: directory) }
@@ -187,6 +189,7 @@ extension Save {
         let links = withExtendedLifetime(committed) { (try? Syscall.statOfPathDescriptor(committed.descriptor.raw).st_nlink) ?? 0 }
         guard links > 0 else {
             state.discarded = true
+            show(staged, as: node, in: nodes)
             return nil
         }
         do throws(Errno) {

@@ -5,17 +5,27 @@ import SystemPackage
 // committed file's names or attributes changed by the mount itself.
 extension Save {
     /// Throws away uncommitted changes (the owner unlinked the file, or the save failed).
-    public func discard() {
+    /// `showingUnlinkedIn`: the file lost its last name through the mount: nothing will be
+    /// committed, but the node shows the owner's version from now on, as a plain disk shows
+    /// the unlinked file to whoever still has it open.
+    public func discard(showingUnlinkedIn nodes: NodeTable? = nil) {
         let threwAway = state.withLock { state in
             let first = !state.discarded
             let appended = state.appending != nil
             state.discarded = true
             rollBackAppend(&state)
             guard let staged = state.staged.take() else { return first && appended }
+            if let nodes { Self.show(staged, as: node, in: nodes) }
             staged.discard(in: state.directory.directory)
             return first
         }
         if threwAway { Instruments.savesDiscarded.increment() }
+    }
+
+    /// Makes the temp the node's file (see `discard(showingUnlinkedIn:)`).
+    static func show(_ staged: borrowing StagedFile, as node: Node, in nodes: NodeTable) {
+        guard let status = try? Syscall.stat(staged.descriptor.raw), let kept = try? Syscall.duplicate(staged.descriptor.raw) else { return }
+        nodes.replaceBacking(of: node, with: kept, identity: FileIdentity(status))
     }
 
     /// Throws away uncommitted changes of a failed save at its end, keeping the committed file.

@@ -129,7 +129,7 @@ extension CoordinatedMount {
             }
             if let sourceDirectory, let moved = nodes.node(named: sourceName, in: sourceDirectory) {
                 if let destinationDirectory {
-                    nodes.moved(moved, to: destinationDirectory, name: destinationName)
+                    nodes.moved(moved, from: (sourceDirectory, sourceName), to: destinationDirectory, name: destinationName)
                 } else {
                     nodes.removedNameBehind(sourceName, in: sourceDirectory) // to a directory the kernel has not looked up
                 }

@@ -44,6 +44,11 @@ public final class Node: @unchecked Sendable {
     fileprivate var lookupCount: UInt64
     fileprivate var parent: Node?
     fileprivate var name: FileName
+    /// Names a file was reached by before `parent`/`name` that may still name it (hard links):
+    /// when its current name goes, the newest of them that no other node took becomes its
+    /// name, so that a save through a link the kernel still has an entry for commits there,
+    /// not to the name that went. Empty for directories and for nearly every file.
+    fileprivate var otherNames: [(parent: Node, name: FileName)] = []
     fileprivate var isUnlinked = false
     /// The name went away behind the mount (a change made in the backing, or another host's
     /// commit), not through it: the kernel may still reach the node by that name until it
@@ -115,7 +120,8 @@ public final class Node: @unchecked Sendable {
 /// - a node lives while the kernel holds a lookup on it (the root always lives);
 /// - one node per backing identity, so hard links share a node as they share an inode;
 /// - each node knows one parent and name (the one it was last reached by), from which its
-///   mount path is derived for the claim table.
+///   mount path is derived for the claim table; a file also remembers the other names it was
+///   reached by, which stand in when that one goes (`Node.otherNames`).
 public final class NodeTable: Sendable {
     /// The kernel's id for the mount's root directory.
     public static let rootID: UInt64 = 1
@@ -153,9 +159,22 @@ public final class NodeTable: Sendable {
             }
         }
 
-        /// Gives `node` a new place (nil parent: none), keeping `byName` in step.
-        mutating func place(_ node: Node, parent: Node?, name: FileName) {
-            unname(node)
+        /// Gives `node` a new place (nil parent: none), keeping `byName` in step. `keepingOldName`:
+        /// the node was reached by another name (a lookup), and a file's old name may still be
+        /// one of its links; otherwise the old name went (a rename, the node's end).
+        mutating func place(_ node: Node, parent: Node?, name: FileName, keepingOldName: Bool = false) {
+            if keepingOldName, !node.isDirectory, let oldParent = node.parent, !node.isUnlinked,
+               oldParent !== parent || node.name != name {
+                node.otherNames.removeAll { $0.parent === oldParent && $0.name == node.name }
+                node.otherNames.append((oldParent, node.name))
+                if node.otherNames.count > NodeTable.otherNamesKept { forgetOtherName(of: node, at: 0) }
+            } else {
+                unname(node)
+            }
+            if let parent, !node.otherNames.isEmpty {
+                node.otherNames.removeAll { $0.parent === parent && $0.name == name }
+            }
+            if parent == nil { forgetOtherNames(of: node) }
             node.parent = parent
             node.name = name
             node.isUnlinked = false
@@ -163,7 +182,14 @@ public final class NodeTable: Sendable {
             node.lostNameBehind = false
             node.nameChanges &+= 1
             node.linksUnknown.store(false, ordering: .relaxed)
-            if let parent { byName[NameKey(parent: parent.id, name: name)] = node }
+            if let parent { giveName(NameKey(parent: parent.id, name: name), to: node) }
+        }
+
+        /// Points `key` at `node`. A file known by that name until now lost it (a rename over
+        /// it, or a lookup that found another file there): another of its names stands in.
+        mutating func giveName(_ key: NameKey, to node: Node) {
+            if let previous = byName[key], previous !== node { _ = removeName(key, of: previous) }
+            byName[key] = node
         }
 
         /// Takes `node` out of `byName`; its parent and name stay as they were.
@@ -171,6 +197,44 @@ public final class NodeTable: Sendable {
             guard let parent = node.parent else { return }
             let key = NameKey(parent: parent.id, name: node.name)
             if byName[key] === node { byName[key] = nil }
+        }
+
+        /// The name `key` of `node` went. When it was the node's current name and another
+        /// name the node was reached by still points at it, that one becomes current (true).
+        /// Otherwise the node keeps its parent and name, out of `byName`.
+        mutating func removeName(_ key: NameKey, of node: Node) -> Bool {
+            if let index = node.otherNames.firstIndex(where: { $0.parent.id == key.parent && $0.name == key.name }) {
+                forgetOtherName(of: node, at: index)
+                return true
+            }
+            unname(node)
+            while let (parent, name) = node.otherNames.popLast() {
+                guard byName[NameKey(parent: parent.id, name: name)] === node else { continue }
+                node.parent = parent
+                node.name = name
+                return true
+            }
+            return false
+        }
+
+        /// A rename of `source` (or of the node's current name, when nil) to `parent`/`name`.
+        mutating func move(_ node: Node, from source: (directory: Node, name: FileName)?, to parent: Node, name: FileName) {
+            if let source, let index = node.otherNames.firstIndex(where: { $0.parent === source.directory && $0.name == source.name }) {
+                forgetOtherName(of: node, at: index)
+                place(node, parent: parent, name: name, keepingOldName: true)
+            } else {
+                place(node, parent: parent, name: name)
+            }
+        }
+
+        mutating func forgetOtherName(of node: Node, at index: Int) {
+            let (parent, name) = node.otherNames.remove(at: index)
+            let key = NameKey(parent: parent.id, name: name)
+            if byName[key] === node { byName[key] = nil }
+        }
+
+        mutating func forgetOtherNames(of node: Node) {
+            while !node.otherNames.isEmpty { forgetOtherName(of: node, at: node.otherNames.count - 1) }
         }
     }
 
@@ -181,6 +245,10 @@ public final class NodeTable: Sendable {
 
     /// Another number for inode `number` when a live node shows it already: the high byte
     /// changed, far above what filesystems hand out, so it meets no real inode in practice.
+    /// At most this many earlier names per file (`Node.otherNames`): a file with more links
+    /// than that falls back to the rule for one name (the next lookup names it afresh).
+    static let otherNamesKept = 8
+
     static func substitute(for number: UInt64, attempt: UInt64) -> UInt64 {
         number ^ ((attempt & 0xFF) << 56)
     }
@@ -263,7 +331,7 @@ public final class NodeTable: Sendable {
     /// lost track of changes.
     public func namedNodes() -> [(node: Node, directory: Node, name: FileName)] {
         state.withLock { state in
-            state.byName.values.compactMap { node in node.parent.map { (node, $0, node.name) } }
+            state.byName.compactMap { key, node in state.byID[key.parent].map { (node, $0, key.name) } }
         }
     }
 
@@ -285,14 +353,14 @@ public final class NodeTable: Sendable {
             state.byIdentity[identity] = node
             state.noteShownNumber(of: node, backing: identity)
             shownApartCount.store(state.shownApart.count, ordering: .relaxed)
-            state.byName[NameKey(parent: parent.id, name: name)] = node
+            state.giveName(NameKey(parent: parent.id, name: name), to: node)
             return node
         }
     }
 
     private static func countLookup(_ node: Node, parent: Node, name: FileName, in state: inout State) {
         node.lookupCount += 1
-        if node.id != NodeTable.rootID { state.place(node, parent: parent, name: name) }
+        if node.id != NodeTable.rootID { state.place(node, parent: parent, name: name, keepingOldName: true) }
     }
 
     /// Drops `count` kernel lookups; the node goes once none are left (its descriptor closes).
@@ -355,20 +423,22 @@ public final class NodeTable: Sendable {
     }
 
     /// Notes that `identity` now lives at `parent`/`name` (after a rename through the mount).
+    /// `source`: the name that moved, when known; when it is one of a file's other names (a
+    /// hard link), the name the node is known by stays one of its names.
     @discardableResult
-    public func moved(_ identity: FileIdentity, to parent: Node, name: FileName) -> Node? {
+    public func moved(_ identity: FileIdentity, from source: (directory: Node, name: FileName)? = nil, to parent: Node, name: FileName) -> Node? {
         state.withLock { state in
             guard let node = state.byIdentity[identity], node.id != NodeTable.rootID else { return nil }
-            state.place(node, parent: parent, name: name)
+            state.move(node, from: source, to: parent, name: name)
             return node
         }
     }
 
     /// Notes that `node` now lives at `parent`/`name` (after a rename through the mount).
-    public func moved(_ node: Node, to parent: Node, name: FileName) {
+    public func moved(_ node: Node, from source: (directory: Node, name: FileName)? = nil, to parent: Node, name: FileName) {
         guard node.id != NodeTable.rootID else { return }
         state.withLock { state in
-            if state.byID[node.id] === node { state.place(node, parent: parent, name: name) }
+            if state.byID[node.id] === node { state.move(node, from: source, to: parent, name: name) }
         }
     }
 
@@ -388,6 +458,7 @@ public final class NodeTable: Sendable {
         state.withLock { state in
             guard let node = state.byName[NameKey(parent: parent.id, name: name)] else { return nil }
             state.unname(node)
+            state.forgetOtherNames(of: node)
             node.nameChanges &+= 1
             node.linksUnknown.store(false, ordering: .relaxed)
             node.isUnlinked = true
@@ -405,9 +476,12 @@ public final class NodeTable: Sendable {
 
     private func removeName(_ name: FileName, in parent: Node, behindTheMount: Bool) -> Node? {
         state.withLock { state in
-            guard let node = state.byName[NameKey(parent: parent.id, name: name)] else { return nil }
-            state.unname(node)
+            let key = NameKey(parent: parent.id, name: name)
+            guard let node = state.byName[key] else { return nil }
             node.nameChanges &+= 1
+            // Known by another of its names: it keeps a name (and whether that one is still
+            // there is for the kernel's next lookup, as with any name).
+            if state.removeName(key, of: node) { return node }
             if behindTheMount { node.lostNameBehind = true }
             node.linksUnknown.store(true, ordering: .relaxed)
             return node
