@@ -165,7 +165,7 @@ extension FileSystem {
                 let plainRename = flags & (Linux.RENAME_EXCHANGE | Linux.RENAME_NOREPLACE) == 0
                 let keptReplaced = plainRename ? destinationPath.flatMap { path in
                     mount.versions?.keepReplaced(destinationName, in: destination.directory, path: path, kind: .save,
-                                                 origin: mount.versionOrigin(origin))
+                                                 origin: mount.versionOrigin(origin), unlessLinkedElsewhere: true)
                 } : nil
                 do throws(Errno) {
                     try Syscall.rename(source.directory, sourceName, to: destination.directory, destinationName, flags: flags)
@@ -188,7 +188,8 @@ extension FileSystem {
                         nodes.moved(replacedNode, from: (destination, destinationName), to: source, name: sourceName)
                         activity.save(of: replacedNode)?.nameRemovedThroughMount(destinationName, in: destination)
                     } else {
-                        noteRemoved(destinationName, in: destination)
+                        // A version kept of it took its last name (the store keeps no file that has another).
+                        noteRemoved(destinationName, in: destination, lastName: keptReplaced != nil)
                     }
                 }
                 let movedNode: Node?

@@ -80,8 +80,12 @@ public final class VersionStore: VersionKeeping, VersionCatalog {
 
     // MARK: Keeping
 
-    public func keepReplaced(_ name: FileName, in directory: Int32, path: MountPath, kind: VersionKind, origin: VersionOrigin) -> KeptVersion? {
-        guard mayKeep(path), let status = try? Syscall.stat(at: directory, name), status.st_mode & S_IFMT == S_IFREG else { return nil }
+    /// `unlessLinkedElsewhere`: a file that has another name lives on under it, so nothing is
+    /// lost (a rename over one of its names); a link of the store's would show in its link count.
+    public func keepReplaced(_ name: FileName, in directory: Int32, path: MountPath, kind: VersionKind, origin: VersionOrigin,
+                             unlessLinkedElsewhere: Bool = false) -> KeptVersion? {
+        guard mayKeep(path), let status = try? Syscall.stat(at: directory, name), status.st_mode & S_IFMT == S_IFREG,
+              !(unlessLinkedElsewhere && status.st_nlink > 1) else { return nil }
         guard let recorded = record(path: path, status: status, kind: kind, origin: origin) else { return nil }
         let id = recorded.id
         let store = objects.raw

@@ -14,15 +14,22 @@ extension Save {
             (state.current, state.staged != nil && !state.discarded,
              state.nameRemovedThroughMount ? (directory: state.directory, name: state.name) : nil)
         }
-        let status = try withExtendedLifetime(current) { () throws(Errno) -> stat in try Syscall.stat(current.raw) }
-        guard isTemp else { return status }
+        var status = try withExtendedLifetime(current) { () throws(Errno) -> stat in try Syscall.stat(current.raw) }
+        guard isTemp else {
+            // The committed file itself (an append, or a discarded save): the version store's
+            // link, if it took the file's last name, is not one of its names.
+            if node.keptAfterLastName.load(ordering: .relaxed), status.st_nlink > 0 { status.st_nlink -= 1 }
+            return status
+        }
         guard let lostName else { return Self.shownToOwner(status) }
         // The owner took the name away (an unlink, or a rename over it): the file has the
         // links its committed version keeps without that name, as on a plain disk (0 when
         // that was its last; the backing may still hold the name until a pending file lands there).
         var shown = status
         let committed = node.backing
-        let links = withExtendedLifetime(committed) { (try? Syscall.statOfPathDescriptor(committed.descriptor.raw).st_nlink) ?? 0 }
+        var links = withExtendedLifetime(committed) { (try? Syscall.statOfPathDescriptor(committed.descriptor.raw).st_nlink) ?? 0 }
+        // The version store's link is not one of the file's names.
+        if node.keptAfterLastName.load(ordering: .relaxed), links > 0 { links -= 1 }
         let stillNamed = (try? Syscall.stat(at: lostName.directory.directory, lostName.name)).map(FileIdentity.init) == committed.identity
         shown.st_nlink = stillNamed && links > 0 ? links - 1 : links
         return shown

@@ -51,8 +51,10 @@ public protocol VersionKeeping: Sendable {
     /// Keeps the file that `name` in `directory` (a descriptor) names now, which a commit is
     /// about to replace, by a hard link: no copy. Never fails the commit: a version that
     /// cannot be kept (another filesystem, a full disk, versions paused) is skipped and nil
-    /// returned.
-    func keepReplaced(_ name: FileName, in directory: Int32, path: MountPath, kind: VersionKind, origin: VersionOrigin) -> KeptVersion?
+    /// returned. `unlessLinkedElsewhere`: not a file that has another name (it lives on under
+    /// that name; a rename over one of its names loses nothing).
+    func keepReplaced(_ name: FileName, in directory: Int32, path: MountPath, kind: VersionKind, origin: VersionOrigin,
+                      unlessLinkedElsewhere: Bool) -> KeptVersion?
 
     /// Keeps the first `length` bytes (nil: all) of the file open as `file` (readable): the
     /// file as it is before a program changes it in place, or the committed part an append
@@ -109,5 +111,12 @@ public struct VersionNotice: Sendable, Hashable {
         self.version = version
         self.size = size
         self.origin = origin
+    }
+}
+
+extension VersionKeeping {
+    /// `keepReplaced` of whatever file the name holds, linked elsewhere or not (a save's commit).
+    public func keepReplaced(_ name: FileName, in directory: Int32, path: MountPath, kind: VersionKind, origin: VersionOrigin) -> KeptVersion? {
+        keepReplaced(name, in: directory, path: path, kind: kind, origin: origin, unlessLinkedElsewhere: false)
     }
 }
