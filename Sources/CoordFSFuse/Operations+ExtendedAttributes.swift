@@ -37,8 +37,10 @@ extension FileSystem {
                 }
                 return
             }
+            // The owner of a save reads its own version's attributes, as it sets them there.
+            let reader = activity.hasSaves ? owner(of: request) : nil
             if size == 0 {
-                let needed = try withAttributeTarget(of: node) { (path, follow) throws(Errno) -> Int in
+                let needed = try withAttributePath(of: node, owner: reader) { (path, follow) throws(Errno) -> Int in
                     try Syscall.getExtendedAttribute(path, name, into: UnsafeMutableRawBufferPointer(start: nil, count: 0), followLinks: follow)
                 }
                 fuse_reply_xattr(request, needed)
@@ -46,7 +48,7 @@ extension FileSystem {
             }
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 1)
             defer { buffer.deallocate() }
-            let length = try withAttributeTarget(of: node) { (path, follow) throws(Errno) -> Int in
+            let length = try withAttributePath(of: node, owner: reader) { (path, follow) throws(Errno) -> Int in
                 try Syscall.getExtendedAttribute(path, name, into: buffer, followLinks: follow)
             }
             fuse_reply_buf(request, buffer.baseAddress?.assumingMemoryBound(to: CChar.self), length)
@@ -58,8 +60,9 @@ extension FileSystem {
     func listxattr(_ request: fuse_req_t, _ id: fuse_ino_t, _ size: Int) {
         do throws(Errno) {
             let node = try node(id)
+            let reader = activity.hasSaves ? owner(of: request) : nil
             if size == 0 {
-                let needed = try withAttributeTarget(of: node) { (path, follow) throws(Errno) -> Int in
+                let needed = try withAttributePath(of: node, owner: reader) { (path, follow) throws(Errno) -> Int in
                     try Syscall.listExtendedAttributes(path, into: UnsafeMutableRawBufferPointer(start: nil, count: 0), followLinks: follow)
                 }
                 fuse_reply_xattr(request, needed)
@@ -67,7 +70,7 @@ extension FileSystem {
             }
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 1)
             defer { buffer.deallocate() }
-            let length = try withAttributeTarget(of: node) { (path, follow) throws(Errno) -> Int in
+            let length = try withAttributePath(of: node, owner: reader) { (path, follow) throws(Errno) -> Int in
                 try Syscall.listExtendedAttributes(path, into: buffer, followLinks: follow)
             }
             fuse_reply_buf(request, buffer.baseAddress?.assumingMemoryBound(to: CChar.self), length)
@@ -127,11 +130,11 @@ extension FileSystem {
         }
     }
 
-    /// The path xattr calls of `request` go to: the owner's pending version of a file it is
-    /// saving (they commit with it), else the node's backing object.
-    private func withAttributePath<R>(of node: Node, owner: ClaimOwner,
+    /// The path xattr calls of `owner` go to: the owner's pending version of a file it is
+    /// saving (changes commit with it, reads see them), else the node's backing object.
+    private func withAttributePath<R>(of node: Node, owner: ClaimOwner?,
                                       _ body: (UnsafePointer<CChar>, _ followLinks: Bool) throws(Errno) -> R) throws(Errno) -> R {
-        if activity.hasSaves, let save = activity.save(of: node), save.owner == owner {
+        if let owner, activity.hasSaves, let save = activity.save(of: node), save.owner == owner {
             let current = save.current
             return try withExtendedLifetime(current) { () throws(Errno) -> R in
                 try Syscall.withDescriptorPath(current.raw, prefix: "/proc/self/fd/") { (path) throws(Errno) -> R in try body(path, true) }

@@ -186,7 +186,8 @@ extension FileSystem {
                 if let replacedNode {
                     if flags & Linux.RENAME_EXCHANGE != 0 {
                         nodes.moved(replacedNode, from: (destination, destinationName), to: source, name: sourceName)
-                        activity.save(of: replacedNode)?.nameRemovedThroughMount(destinationName, in: destination)
+                        // Its file now has the source's name: a save of it commits there.
+                        activity.save(of: replacedNode)?.retarget(directory: source, name: sourceName)
                     } else {
                         // A version kept of it took its last name (the store keeps no file that has another).
                         noteRemoved(destinationName, in: destination, lastName: keptReplaced != nil)

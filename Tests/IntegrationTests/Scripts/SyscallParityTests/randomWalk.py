@@ -2,11 +2,14 @@
 renames, unlinks, links and exchanges of their names, writes, reads, truncations, syncs and
 closes, mixed with changes of the tree. Every call's result (or errno name) is printed, so the
 transcript on the mount must equal the one on a plain directory line for line: one owner sees
-its own writes everywhere, as on a plain disk. Usage: randomWalk.py SEED STEPS."""
+its own writes everywhere, as on a plain disk. Usage: randomWalk.py SEED STEPS [more], where
+`more` adds the calls of a second set (fchmod, fallocate, copy_file_range, xattrs, utimensat,
+dup) and so walks other sequences for the same seeds."""
 from coordtest import *
 import random, zlib
 
 seed, steps = int(sys.argv[1]), int(sys.argv[2])
+more = sys.argv[3:] == ['more']
 rng = random.Random(seed)
 DIRECTORIES = ['.', 'd', 'd/e', 'x']
 NAMES = ['a', 'b', 'c', 'd', 'e', 'x']
@@ -190,6 +193,60 @@ ACTIONS = [
     (4, 'read-whole', lambda: read_all(path()), False),
     (2, 'list', lambda: listing(pick(rng.choice(DIRECTORIES + ['y', 'd/f']))), False),
 ]
+
+
+def do_fchmod():
+    number, fd = handle()
+    return os.fchmod(fd, pick(rng.choice([0o600, 0o640, 0o755])))
+
+
+def do_fallocate():
+    number, fd = handle()
+    mode = pick(rng.choice([0, FALLOC_FL_KEEP_SIZE]))
+    return fallocate(fd, mode, rng.choice([0, 4096, 20000]), rng.choice([1, 8192]))
+
+
+def do_copy_range():
+    (source, source_fd), (target, target_fd) = handle(), handle()
+    return os.copy_file_range(source_fd, target_fd, rng.choice([10, 5000, 100000]), rng.choice([0, 3]), rng.choice([0, 100]))
+
+
+def do_dup():
+    global next_handle
+    number, fd = handle()
+    if len(handles) >= 6:
+        return 'skipped: enough handles'
+    handles[next_handle] = (os.dup(fd), handles[number][1], handles[number][2])
+    next_handle += 1
+    return 'handle %d' % (next_handle - 1)
+
+
+def do_setxattr():
+    return os.setxattr(path(), 'user.' + pick(rng.choice(['k', 'v'])), bytes(rng.choice([1, 7, 300])), follow_symlinks=False)
+
+
+def do_getxattr():
+    p = path()
+    return ' '.join('%s=%d' % (name, len(os.getxattr(p, name, follow_symlinks=False)))
+                    for name in sorted(os.listxattr(p, follow_symlinks=False)))
+
+
+def do_utime():
+    p = path()
+    os.utime(p, ns=(1_000_000_000, pick(rng.choice([1_500_000_000_123, 2_000_000_000_000]))))
+    return os.stat(p).st_mtime_ns
+
+
+if more:
+    ACTIONS += [
+        (2, 'fchmod', do_fchmod, True),
+        (2, 'fallocate', do_fallocate, True),
+        (2, 'copy_file_range', do_copy_range, True),
+        (1, 'dup', do_dup, True),
+        (2, 'setxattr', do_setxattr, False),
+        (2, 'getxattr', do_getxattr, False),
+        (2, 'utime', do_utime, False),
+    ]
 WEIGHTS = [weight for weight, _, _, _ in ACTIONS]
 
 for made in DIRECTORIES[1:]:
