@@ -170,31 +170,6 @@ def do_rename_directory():
     return os.rename(some_directory(), some_directory())
 
 
-ACTIONS = [
-    (6, 'open', do_open, False),
-    (8, 'write', do_write, True),
-    (4, 'read', do_read, True),
-    (2, 'seek', do_seek, True),
-    (4, 'fstat', do_fstat, True),
-    (2, 'ftruncate', do_truncate_handle, True),
-    (1, 'fsync', do_fsync, True),
-    (5, 'close', do_close, True),
-    (5, 'rename', do_rename, False),
-    (1, 'rename-directory', do_rename_directory, False),
-    (3, 'unlink', lambda: os.unlink(path()), False),
-    (2, 'mkdir', lambda: os.mkdir(some_directory(), 0o750), False),
-    (1, 'rmdir', lambda: os.rmdir(some_directory()), False),
-    (2, 'link', do_link, False),
-    (1, 'symlink', lambda: os.symlink(rng.choice(NAMES), path()), False),
-    (1, 'readlink', lambda: os.readlink(path()), False),
-    (1, 'chmod', lambda: os.chmod(path(), rng.choice([0o600, 0o644, 0o755])), False),
-    (2, 'truncate', lambda: os.truncate(path(), rng.choice([0, 2, 6000])), False),
-    (5, 'stat', lambda: describe(os.lstat(path())), False),
-    (4, 'read-whole', lambda: read_all(path()), False),
-    (2, 'list', lambda: listing(pick(rng.choice(DIRECTORIES + ['y', 'd/f']))), False),
-]
-
-
 def do_fchmod():
     number, fd = handle()
     return os.fchmod(fd, pick(rng.choice([0o600, 0o640, 0o755])))
@@ -237,16 +212,39 @@ def do_utime():
     return os.stat(p).st_mtime_ns
 
 
-if more:
-    ACTIONS += [
-        (2, 'fchmod', do_fchmod, True),
-        (2, 'fallocate', do_fallocate, True),
-        (2, 'copy_file_range', do_copy_range, True),
-        (1, 'dup', do_dup, True),
-        (2, 'setxattr', do_setxattr, False),
-        (2, 'getxattr', do_getxattr, False),
-        (2, 'utime', do_utime, False),
-    ]
+# (weight, name, call, needs a handle, in the second set only). The first set's order and
+# weights are fixed: changing them would change every walk a seed names.
+CALLS = [
+    (6, 'open', do_open, False, False),
+    (8, 'write', do_write, True, False),
+    (4, 'read', do_read, True, False),
+    (2, 'seek', do_seek, True, False),
+    (4, 'fstat', do_fstat, True, False),
+    (2, 'ftruncate', do_truncate_handle, True, False),
+    (1, 'fsync', do_fsync, True, False),
+    (5, 'close', do_close, True, False),
+    (5, 'rename', do_rename, False, False),
+    (1, 'rename-directory', do_rename_directory, False, False),
+    (3, 'unlink', lambda: os.unlink(path()), False, False),
+    (2, 'mkdir', lambda: os.mkdir(some_directory(), 0o750), False, False),
+    (1, 'rmdir', lambda: os.rmdir(some_directory()), False, False),
+    (2, 'link', do_link, False, False),
+    (1, 'symlink', lambda: os.symlink(rng.choice(NAMES), path()), False, False),
+    (1, 'readlink', lambda: os.readlink(path()), False, False),
+    (1, 'chmod', lambda: os.chmod(path(), rng.choice([0o600, 0o644, 0o755])), False, False),
+    (2, 'truncate', lambda: os.truncate(path(), rng.choice([0, 2, 6000])), False, False),
+    (5, 'stat', lambda: describe(os.lstat(path())), False, False),
+    (4, 'read-whole', lambda: read_all(path()), False, False),
+    (2, 'list', lambda: listing(pick(rng.choice(DIRECTORIES + ['y', 'd/f']))), False, False),
+    (2, 'fchmod', do_fchmod, True, True),
+    (2, 'fallocate', do_fallocate, True, True),
+    (2, 'copy_file_range', do_copy_range, True, True),
+    (1, 'dup', do_dup, True, True),
+    (2, 'setxattr', do_setxattr, False, True),
+    (2, 'getxattr', do_getxattr, False, True),
+    (2, 'utime', do_utime, False, True),
+]
+ACTIONS = [(weight, name, call, needs_handle) for weight, name, call, needs_handle, second in CALLS if more or not second]
 WEIGHTS = [weight for weight, _, _, _ in ACTIONS]
 
 for made in DIRECTORIES[1:]:
