@@ -243,12 +243,12 @@ public final class NodeTable: Sendable {
         let name: FileName
     }
 
-    /// Another number for inode `number` when a live node shows it already: the high byte
-    /// changed, far above what filesystems hand out, so it meets no real inode in practice.
     /// At most this many earlier names per file (`Node.otherNames`): a file with more links
     /// than that falls back to the rule for one name (the next lookup names it afresh).
     static let otherNamesKept = 8
 
+    /// Another number for inode `number` when a live node shows it already: the high byte
+    /// changed, far above what filesystems hand out, so it meets no real inode in practice.
     static func substitute(for number: UInt64, attempt: UInt64) -> UInt64 {
         number ^ ((attempt & 0xFF) << 56)
     }
