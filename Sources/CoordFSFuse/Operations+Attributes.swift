@@ -19,6 +19,7 @@ extension FileSystem {
                 return try replyPendingLookup(request, parent, name, save)
             }
             var entry = try lookUp(parent, name)
+            showSavedAttributes(in: &entry, to: request)
             fuse_reply_entry(request, &entry)
         } catch .noSuchFileOrDirectory {
             var entry = negativeEntry()
@@ -100,19 +101,36 @@ extension FileSystem {
         }
     }
 
+    /// An entry of a file with a pending save shows its owner the owner's version, as `getattr`
+    /// does, uncached: else a lookup or a listing by the
+    /// owner would set the kernel's one size of the file back to the committed one under the
+    /// owner's open descriptors.
+    func showSavedAttributes(in entry: inout fuse_entry_param, to request: fuse_req_t) {
+        guard activity.hasSaves, entry.ino != 0, let node = try? node(entry.ino), node.isRegularFile,
+              mappedSaveAttributes(of: node) == nil, let save = activity.save(of: node),
+              let status = try? ownersAttributes(save, owner(of: request)) else { return }
+        entry.attr = withShownInode(node, status)
+        entry.attr_timeout = 0
+    }
+
     /// Attributes of a file with a pending save: the owner's version for its owner, the
     /// committed one for everyone else (who do not see a file that was never committed).
     private func savedAttributes(_ save: Save, for request: fuse_req_t) throws(Errno) -> stat {
         let requester = owner(of: request)
-        if seesPendingVersion(of: save, requester), !save.hasFailed {
-            var status = try save.currentStatus()
-            if save.target.exists, activity.hasCachedReaders(save.node, besides: requester) {
-                try keepCommittedSize(of: save.node, in: &status)
-            }
-            return status
-        }
+        if let status = try ownersAttributes(save, requester) { return status }
         if !save.target.exists { throw notCommittedYet(save) }
         return try attributes(of: save.node)
+    }
+
+    /// The attributes of `save`'s file as `requester` sees it when that is the save's own
+    /// version; nil for everyone who sees the committed file.
+    private func ownersAttributes(_ save: Save, _ requester: ClaimOwner) throws(Errno) -> stat? {
+        guard seesPendingVersion(of: save, requester), !save.hasFailed else { return nil }
+        var status = try save.currentStatus()
+        if save.target.exists, activity.hasCachedReaders(save.node, besides: requester) {
+            try keepCommittedSize(of: save.node, in: &status)
+        }
+        return status
     }
 
     /// The kernel keeps one size per inode, which the reply about a save sets for everyone: while

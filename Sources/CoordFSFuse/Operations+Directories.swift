@@ -131,6 +131,7 @@ extension FileSystem {
             parameters.attr.st_mode = mode_t(entry.d_type) << 12
         } else {
             do throws(Errno) { parameters = try lookUp(parent, name) } catch { return 0 }
+            showSavedAttributes(in: &parameters, to: request)
         }
         let needed = fuse_add_direntry_plus(request, buffer, room, name, &parameters, nextOffset)
         if needed > room {

@@ -95,18 +95,8 @@ extension FileSystem {
                 if flags & AT_REMOVEDIR != 0, let directory = nodes.node(named: fileName, in: parent) {
                     try refuseIfHoldingPendingFiles(directory)
                 }
-                let file = flags & AT_REMOVEDIR == 0 ? fileUnknownByName(fileName, in: parent) : nil
                 do throws(Errno) {
-                    // No stat first: the kernel looked the name up, so the node table knows what it names.
-                    // With versions, the last name of a file goes into the store instead.
-                    if flags & AT_REMOVEDIR == 0, !removedPending, let versions = mount.versions, let path,
-                       try versions.removeKeeping(fileName, in: parent.directory, path: path, origin: mount.versionOrigin(origin)) {
-                        noteRemoved(fileName, in: parent, file: file, lastName: true)
-                    } else {
-                        try Syscall.unlink(at: parent.directory, fileName, flags: flags)
-                        noteRemoved(fileName, in: parent, file: file)
-                    }
-                    mount.publish(.deleted, origin: origin, path: path, isDirectory: flags & AT_REMOVEDIR != 0, size: nil)
+                    try remove(fileName, in: parent, path: path, flags: flags, keepingVersion: !removedPending, origin: origin)
                 } catch .noSuchFileOrDirectory where removedPending {
                     // Only the pending file had the name.
                 }
@@ -115,6 +105,22 @@ extension FileSystem {
                 reply(pending.raw, error: error)
             }
         }
+    }
+
+    /// Removes `name` from `parent` in the backing (`flags`: `AT_REMOVEDIR` for a directory)
+    /// and tells the node table, a save of what it named and subscribers. With versions, and
+    /// unless `keepingVersion` is false, a file's last name goes into the store instead.
+    private func remove(_ name: FileName, in parent: Node, path: MountPath?, flags: Int32, keepingVersion: Bool, origin: ChangeOrigin) throws(Errno) {
+        let file = flags & AT_REMOVEDIR == 0 ? fileUnknownByName(name, in: parent) : nil
+        // No stat first: the kernel looked the name up, so the node table knows what it names.
+        if flags & AT_REMOVEDIR == 0, keepingVersion, let versions = mount.versions, let path,
+           try versions.removeKeeping(name, in: parent.directory, path: path, origin: mount.versionOrigin(origin)) {
+            noteRemoved(name, in: parent, file: file, lastName: true)
+        } else {
+            try Syscall.unlink(at: parent.directory, name, flags: flags)
+            noteRemoved(name, in: parent, file: file)
+        }
+        mount.publish(.deleted, origin: origin, path: path, isDirectory: flags & AT_REMOVEDIR != 0, size: nil)
     }
 
     func rename(_ request: fuse_req_t, _ parentID: fuse_ino_t, _ name: UnsafePointer<CChar>,
@@ -147,7 +153,7 @@ extension FileSystem {
                     }
                 }
                 if let save = pendingSource {
-                    try renamePending(save, to: destination, destinationName, flags: flags)
+                    try renamePending(save, from: (source, sourceName, sourcePath), to: destination, destinationName, flags: flags, origin: origin)
                     replyOK(pending.raw)
                     return
                 }
@@ -228,7 +234,11 @@ extension FileSystem {
     /// `lastName`: the name was the file's last (the version store took it).
     private func noteRemoved(_ name: FileName, in directory: Node, file: FileIdentity? = nil, lastName: Bool = false) {
         guard let removed = lastName ? nodes.removedLastName(name, in: directory) : nodes.removedName(name, in: directory) else {
-            if let file, let node = nodes.node(identity: file) { activity.save(of: node)?.nameRemovedThroughMount(name, in: directory) }
+            if let file, let node = nodes.node(identity: file) {
+                // The store's link, if it took the last name, is none of the file's names.
+                if lastName { node.keptAfterLastName.store(true, ordering: .relaxed) }
+                activity.save(of: node)?.nameRemovedThroughMount(name, in: directory)
+            }
             return
         }
         let save = activity.save(of: removed)
@@ -262,7 +272,11 @@ extension FileSystem {
 
     /// The owner renames a file it created and has not closed: nothing exists in the backing
     /// under the old name yet, so the rename moves where the first commit will go.
-    private func renamePending(_ save: Save, to destination: Node, _ name: FileName, flags: UInt32) throws(Errno) {
+    /// A committed file that an earlier rename of the pending file replaced (for its owner;
+    /// the backing keeps it until the commit) is deleted when the pending file moves on, as
+    /// the earlier rename deleted it on a plain disk.
+    private func renamePending(_ save: Save, from source: (directory: Node, name: FileName, path: MountPath?), to destination: Node, _ name: FileName,
+                               flags: UInt32, origin: ChangeOrigin) throws(Errno) {
         if flags & Linux.RENAME_EXCHANGE != 0 { throw .invalidArgument }
         // The temp commits into the new directory: it must be on the same filesystem, as a rename must.
         if destination.identity.device != save.target.directory.identity.device { throw .improperLink }
@@ -280,9 +294,21 @@ extension FileSystem {
             // its name (at its close it goes where a plain disk would send its writes).
             activity.save(of: replaced)?.nameRemovedThroughMount(name, in: destination)
         }
+        let replacedAtSource = save.landsOnAnotherFile
         save.retarget(directory: destination, name: name, overAnotherFile: exists)
         activity.movePendingName(of: save, to: PendingName(directory: destination.id, name: name))
         _ = nodes.moved(save.node.identity, to: destination, name: name)
+        if replacedAtSource {
+            do throws(Errno) {
+                try remove(source.name, in: source.directory, path: source.path, flags: 0, keepingVersion: true, origin: origin)
+                notifier.invalidateEntry(directory: source.directory.id, name: source.name)
+            } catch .noSuchFileOrDirectory {
+                // Gone already (behind the mount).
+            } catch {
+                logger.warning("a file replaced by a new one that then moved on could not be removed", metadata: [
+                    "path": "\(source.path?.description ?? "?")", "error": "\(error)"])
+            }
+        }
         // The kernel now takes its entry for the pending file for the destination's: where a
         // committed file stands there, the entry goes, so that every caller asks for the name
         // and each finds what it sees (the owner its new file, everyone else the committed one).

@@ -48,6 +48,10 @@ extension Save {
         state.withLock { ($0.directory, $0.name, $0.exists) }
     }
 
+    /// Whether the file, created and not committed yet, was renamed by its owner over a
+    /// committed file that the backing still holds under its name until the commit.
+    public var landsOnAnotherFile: Bool { state.withLock { !$0.exists && $0.landsOnAnotherFile } }
+
     public var hasUncommittedChanges: Bool { state.withLock { $0.staged != nil || $0.appending != nil } }
 
     /// Whether the owner's changes so far are an append to the committed file (for tests).

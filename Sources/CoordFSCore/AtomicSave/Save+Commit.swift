@@ -94,9 +94,11 @@ extension Save {
                 }
             }
         }
-        if !state.exists, state.landsOnAnotherFile, (try? Syscall.stat(at: directory, state.name)) != nil {
+        var replacedAnother: FileIdentity?
+        if !state.exists, state.landsOnAnotherFile, let found = try? Syscall.stat(at: directory, state.name) {
             // A new file renamed by its owner over another: the commit replaces that one.
             replacing = true
+            replacedAnother = FileIdentity(found)
         }
         // The version the rename is about to replace: the file as staged from, or the one
         // found changed behind the mount (then also kept beside it, as `keptAs`).
@@ -112,6 +114,11 @@ extension Save {
             if let keptAs { ConflictName.takeBack(keptAs, of: state.name, in: directory) }
             takeBackVersion?()
             throw error
+        }
+        if takeBackVersion != nil, let replacedAnother {
+            // The store's link keeps the other file alive, but is none of its names: a node
+            // still open on it (its own save may be pending) must not count it.
+            nodes.node(identity: replacedAnother)?.keptAfterLastName.store(true, ordering: .relaxed)
         }
         state.exists = true
         state.landsOnAnotherFile = false

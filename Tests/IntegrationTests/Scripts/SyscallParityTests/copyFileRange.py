@@ -23,3 +23,14 @@ t('from a write-only fd', os.copy_file_range, d, both, 10, 0, 0)
 t('to a read-only fd', os.copy_file_range, both, s, 10, 0, 0)
 for fd in (s, d, both): os.close(fd)
 print(subprocess.run(['cp', '--reflink=auto', 'src', 'copy']).returncode, content('copy') == content('src'))
+# The writer lists the directory of a file it rewrites: the listing's entries must not set the
+# kernel's size of the file back to the committed one under its descriptor (the copy would
+# then find nothing to copy, and the file would end at the wrong size).
+os.mkdir('x'); write('x/f', b'')
+w = os.open('x/f', os.O_RDWR)
+os.write(w, b'a' * 5056); os.ftruncate(w, 3000)
+os.listdir('x')
+t('after a listing, overlapping', os.copy_file_range, w, w, 5000, 0, 100)
+print('after a listing', os.copy_file_range(w, w, 5000, 0, 3000), os.lseek(w, 0, os.SEEK_END))
+os.close(w)
+print(os.stat('x/f').st_size)
