@@ -15,24 +15,23 @@ extension Save {
              state.nameRemovedThroughMount ? (directory: state.directory, name: state.name) : nil)
         }
         var status = try withExtendedLifetime(current) { () throws(Errno) -> stat in try Syscall.stat(current.raw) }
-        guard isTemp else {
-            // The committed file itself (an append, or a discarded save): the version store's
-            // link, if it took the file's last name, is not one of its names.
-            if node.keptAfterLastName.load(ordering: .relaxed), status.st_nlink > 0 { status.st_nlink -= 1 }
-            return status
-        }
-        guard let lostName else { return Self.shownToOwner(status) }
-        // The owner took the name away (an unlink, or a rename over it): the file has the
-        // links its committed version keeps without that name, as on a plain disk (0 when
-        // that was its last; the backing may still hold the name until a pending file lands there).
-        var shown = status
+        if isTemp, lostName == nil { return Self.shownToOwner(status) }
+        // The committed file's links: the temp's file's while the owner still has its name,
+        // else the committed file's own, whose names the owner's changes do not touch.
         let committed = node.backing
-        var links = withExtendedLifetime(committed) { (try? Syscall.statOfPathDescriptor(committed.descriptor.raw).st_nlink) ?? 0 }
-        // The version store's link is not one of the file's names.
+        var links = isTemp ? withExtendedLifetime(committed) { (try? Syscall.statOfPathDescriptor(committed.descriptor.raw).st_nlink) ?? 0 } : status.st_nlink
+        // The version store's link, if it took the file's last name, is not one of its names.
         if node.keptAfterLastName.load(ordering: .relaxed), links > 0 { links -= 1 }
-        let stillNamed = (try? Syscall.stat(at: lostName.directory.directory, lostName.name)).map(FileIdentity.init) == committed.identity
-        shown.st_nlink = stillNamed && links > 0 ? links - 1 : links
-        return shown
+        if let lostName {
+            // The owner took the name away (an unlink, or a rename over it): as on a plain
+            // disk, the file has its other links only (0 when that name was its last), though
+            // the backing may still hold the name until a pending file lands there.
+            let file = isTemp ? committed.identity : FileIdentity(status)
+            let stillNamed = (try? Syscall.stat(at: lostName.directory.directory, lostName.name)).map(FileIdentity.init) == file
+            if stillNamed, links > 0 { links -= 1 }
+        }
+        status.st_nlink = links
+        return status
     }
 
     /// A temp's attributes as its owner sees them: an unnamed temp has no link yet, and is
